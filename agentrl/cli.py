@@ -1,0 +1,141 @@
+"""The `agentrl` command line (typer). Every training option is a config field: `-c run.toml key.sub=value`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents with RL.")
+tools_app = typer.Typer(help="Inspect tools.", no_args_is_help=True)
+scaffolds_app = typer.Typer(help="Inspect scaffolds.", no_args_is_help=True)
+app.add_typer(tools_app, name="tools")
+app.add_typer(scaffolds_app, name="scaffolds")
+
+
+def _config_help() -> str:
+    from agentrl.config import RunConfig, field_docs
+
+    return "\n".join(f"  {name} = {default}\n      {doc}" for name, default, doc in field_docs(RunConfig))
+
+
+@app.command(context_settings={"help_option_names": ["-h", "--help"]})
+def train(
+    overrides: Annotated[list[str] | None, typer.Argument(help="Config overrides: key.sub=value …")] = None,
+    scaffold: Annotated[str | None, typer.Option(help="Scaffold name or import path (`a+b` mixes).")] = None,
+    model: Annotated[str | None, typer.Option(help="`tiny`, a checkpoint path, or a cached hub id.")] = None,
+    config: Annotated[Path | None, typer.Option("-c", "--config", help="TOML config file.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Resume the run in this directory.")] = None,
+    name: Annotated[str | None, typer.Option(help="Run name (directory under output_dir).")] = None,
+    help_config: Annotated[bool, typer.Option("--help-config", help="List every config field and exit.")] = False,
+) -> None:
+    """Train a policy with RL. With no arguments: the shipped tiny policy on the bundled code+search tasks."""
+    from agentrl.config import ConfigError, load_config
+
+    if help_config:
+        typer.echo(_config_help())
+        raise typer.Exit()
+    extra = list(overrides or [])
+    extra += [f"scaffold={scaffold}"] if scaffold else []
+    extra += [f"policy.model={model}"] if model else []
+    extra += [f"name={name}"] if name else []
+    try:
+        from agentrl.trainer import Trainer
+
+        if resume is not None:
+            if not (resume / "config.toml").exists():
+                raise ConfigError(f"{resume} is not a run directory (no config.toml)")
+            trainer = Trainer.from_run_dir(resume, extra)
+        else:
+            cfg = load_config(config, extra)
+            run_dir = Path(cfg.output_dir) / (cfg.name or time.strftime("%Y%m%d-%H%M%S"))
+            if (run_dir / "checkpoints").exists():
+                raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another --name")
+            run_dir.mkdir(parents=True, exist_ok=True)
+            trainer = Trainer(cfg, run_dir)
+    except (ConfigError, FileNotFoundError, KeyError, ImportError) as e:
+        typer.secho(f"error: {e}", fg="red", err=True)
+        raise typer.Exit(2) from e
+    typer.echo(f"run directory: {trainer.run_dir}")
+    trainer.run()
+    from agentrl.report import report
+
+    typer.echo(report(trainer.run_dir))
+
+
+@app.command("serve-tools")
+def serve_tools(
+    tools: Annotated[str, typer.Option(help="Comma-separated toolset names or import paths.")] = "echo",
+    host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    token: Annotated[str | None, typer.Option(help="Require `Authorization: Bearer TOKEN`.")] = None,
+) -> None:
+    """Serve toolsets over the agentrl tool-server HTTP API."""
+    from agentrl.registry import TOOLSETS
+    from agentrl.tool_server import serve
+
+    specs = [TOOLSETS.get(t.strip(), t.strip()) for t in tools.split(",") if t.strip()]
+    serve(specs, host=host, port=port, token=token)
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Draw a run's plots and print its summary."""
+    from agentrl.report import report as make_report
+
+    typer.echo(make_report(run_dir))
+
+
+@app.command()
+def sft(
+    data: Annotated[Path, typer.Option(help="JSONL of conversations: {\"messages\": [...], \"tools\": [...]}")],
+    output: Annotated[Path, typer.Option(help="Where to save the fine-tuned model.")],
+    model: Annotated[str, typer.Option(help="`tiny`, a checkpoint path, or a cached hub id.")] = "tiny",
+    epochs: Annotated[float, typer.Option(help="Passes over the data.")] = 1.0,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
+) -> None:
+    """Supervised fine-tuning on tool-use conversations (trl SFTTrainer, assistant-only loss)."""
+    import json
+
+    from agentrl.config import PolicyConfig
+    from agentrl.policy import load_model_and_tokenizer
+    from agentrl.sft import SFTSettings, run_sft
+
+    conversations = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
+    model_obj, tokenizer = load_model_and_tokenizer(PolicyConfig(model=model))
+    settings = SFTSettings(epochs=epochs, lr=lr)
+    metrics = run_sft(model_obj, tokenizer, conversations, output_dir=str(output), settings=settings)
+    model_obj.save_pretrained(output)
+    tokenizer.save_pretrained(output)
+    typer.echo(f"saved to {output}: {metrics}")
+
+
+@tools_app.command("list")
+def tools_list() -> None:
+    """List the built-in toolsets and their tools."""
+    from agentrl.registry import TOOLSETS, import_path
+    from agentrl.tool import collect_tools
+
+    for short, path in TOOLSETS.items():
+        for t in collect_tools(import_path(path)):
+            typer.echo(f"{short:12s} {t.name:16s} {t.description.splitlines()[0] if t.description else ''}")
+
+
+@scaffolds_app.command("list")
+def scaffolds_list() -> None:
+    """List the built-in scaffolds."""
+    from agentrl.registry import SCAFFOLDS, import_path
+
+    for short, path in SCAFFOLDS.items():
+        doc = (import_path(path).__doc__ or "").strip().splitlines()
+        typer.echo(f"{short:10s} {doc[0] if doc else ''}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

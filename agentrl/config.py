@@ -1,0 +1,335 @@
+"""Run configuration: frozen dataclasses mapped 1:1 to the command line.
+
+`agentrl train -c run.toml trainer.lr=1e-5 rollout.samples_per_prompt=4` builds a `RunConfig` from the
+defaults below, then the TOML file, then the dotted overrides, in that order. Each field's attribute docstring
+is its help text (`agentrl train --help-config`). Quantities carry their unit in their name; totals are derived
+properties, checked once in `__post_init__`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, of the wrong type, or inconsistent."""
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The model being trained (or evaluated) and how it samples."""
+
+    model: str = "tiny"
+    """Model to train: `tiny` (the shipped tiny policy), a local checkpoint path, or a hub id already cached."""
+    backend: str = "transformers"
+    """Sampler backend: `transformers` (in-process) or `openai` (an OpenAI-compatible completions server)."""
+    base_url: str | None = None
+    """Base URL of the OpenAI-compatible server for the `openai` backend."""
+    api_key: str | None = None
+    """API key for the `openai` backend (defaults to $OPENAI_API_KEY, then `EMPTY`)."""
+    device: str = "auto"
+    """Torch device for the in-process model: `auto`, `cpu`, `cuda`, `cuda:1`, ..."""
+    dtype: str = "auto"
+    """Weights dtype: `auto` (float32 on CPU, bfloat16 on GPU), `float32`, `bfloat16`, `float16`."""
+    max_batch_size: int = 128
+    """Most generation requests the in-process sampler batches into one forward pass."""
+    batch_wait_ms: float = 2.0
+    """How long the sampler waits for more requests before starting a batch."""
+    lora_rank: int = 0
+    """LoRA rank (peft); 0 trains all parameters."""
+    lora_alpha: int = 32
+    """LoRA alpha."""
+    lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Modules LoRA adapts."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How trajectories are collected."""
+
+    prompts_per_step: int = 16
+    """Tasks sampled per training step."""
+    samples_per_prompt: int = 8
+    """Trajectories per task (the group size G of group-relative advantages)."""
+    max_turns: int = 4
+    """Policy turns per episode before it is cut off."""
+    max_new_tokens_per_turn: int = 64
+    """Tokens the policy may sample in one turn."""
+    max_tokens_per_episode: int = 1024
+    """Total tokens (prompt, sampled and tool output) an episode may reach."""
+    max_parse_errors: int = 2
+    """Consecutive malformed tool calls that end an episode."""
+    temperature: float = 1.0
+    """Sampling temperature for training rollouts."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold for training rollouts."""
+    max_concurrent_trajectories: int = 256
+    """Trajectories in flight at once."""
+    max_tool_output_chars: int = 2000
+    """Tool output longer than this is truncated (with a marker) before it reaches the policy."""
+
+    @property
+    def trajectories_per_step(self) -> int:
+        return self.prompts_per_step * self.samples_per_prompt
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """The learner: advantages, loss and optimisation."""
+
+    steps: int = 60
+    """Training steps (one collect → update cycle each)."""
+    max_minutes: float | None = None
+    """Stop after this much wall time (checked between steps); None = no limit."""
+    lr: float = 2e-4
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.99)
+    """AdamW betas."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping threshold (global L2 norm)."""
+    advantage: str = "grpo"
+    """Advantage estimator, by registry name or dotted path (`grpo`, `dr_grpo`, `rloo`, ...)."""
+    loss: str = "ppo_clip"
+    """Policy loss, by registry name or dotted path."""
+    loss_agg: str = "token-mean"
+    """Loss aggregation: `token-mean`, `seq-mean-token-mean` or `seq-mean-token-sum-norm`."""
+    clip_low: float = 0.2
+    """Lower PPO clip range ε_low."""
+    clip_high: float = 0.28
+    """Upper PPO clip range ε_high (clip-higher, DAPO)."""
+    dual_clip: float = 3.0
+    """Dual-clip constant c bounding the loss of negative-advantage tokens; 0 disables."""
+    kl_coef: float = 0.0
+    """Coefficient of the k3 KL penalty to the reference (initial) policy; 0 loads no reference."""
+    entropy_coef: float = 0.0
+    """Coefficient of the entropy bonus."""
+    max_tokens_per_microbatch: int = 16384
+    """Padded tokens per forward/backward micro-batch (gradients accumulate across micro-batches)."""
+    minibatches_per_step: int = 1
+    """Optimizer steps per training step (the batch is split into this many mini-batches)."""
+    skip_zero_advantage_groups: bool = True
+    """Leave groups whose advantages are all zero out of the update (they carry no gradient)."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out evaluation during training."""
+
+    every_steps: int = 5
+    """Evaluate every this many steps (and before the first and after the last); 0 disables."""
+    max_tasks: int = 96
+    """Held-out tasks evaluated (taken in order from the scaffold's `test` split)."""
+    samples_per_task: int = 1
+    """Samples per held-out task."""
+    temperature: float = 1.0
+    """Sampling temperature for evaluation; 0 = greedy."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything `agentrl train` needs."""
+
+    scaffold: str = "code+search"
+    """Scaffold by registry name or dotted path; `a+b` mixes the tasks of several scaffolds."""
+    rewards: tuple[str, ...] = ()
+    """Reward names or dotted paths, optionally `name:weight`; empty = each scaffold's defaults."""
+    name: str | None = None
+    """Run name; the run directory is `<output_dir>/<name>` (default: a timestamp)."""
+    output_dir: str = "runs"
+    """Parent directory of run directories."""
+    seed: int = 0
+    """Seed for task sampling, sampling and initialisation."""
+    tool_servers: tuple[str, ...] = ()
+    """Base URLs of running tool servers; empty = serve the scaffold's tools in-process."""
+    tool_server_token: str | None = None
+    """Bearer token for the tool servers."""
+    checkpoint_every_steps: int = 10
+    """Save a resumable checkpoint every this many steps (and at the end)."""
+    keep_checkpoints: int = 2
+    """Most recent checkpoints kept on disk."""
+    tensorboard: bool = True
+    """Also write TensorBoard event files."""
+    progress: bool = True
+    """Show a live progress bar."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.rollout.samples_per_prompt >= 2, "rollout.samples_per_prompt must be >= 2 for group advantages"),
+            (self.rollout.prompts_per_step >= 1, "rollout.prompts_per_step must be >= 1"),
+            (self.rollout.max_turns >= 1, "rollout.max_turns must be >= 1"),
+            (self.trainer.minibatches_per_step >= 1, "trainer.minibatches_per_step must be >= 1"),
+            (self.trainer.lr > 0, "trainer.lr must be positive"),
+            (self.trainer.clip_low >= 0 and self.trainer.clip_high >= 0, "clip ranges must be >= 0"),
+            (self.trainer.dual_clip == 0 or self.trainer.dual_clip > 1, "trainer.dual_clip must be 0 or > 1"),
+            (self.policy.backend in ("transformers", "openai"), "policy.backend must be transformers or openai"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+
+# --- loading: defaults ← TOML ← dotted overrides --------------------------------------------------------
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (), cls: type = RunConfig):
+    """Build a config from its defaults, an optional TOML file and `key.sub=value` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        _set_dotted(data, key.strip(), _parse_value(raw.strip()))
+    return from_dict(cls, data)
+
+
+def from_dict(cls: type, data: dict[str, Any], prefix: str = ""):
+    """Instantiate dataclass `cls` from nested plain data, with type checks and clear errors."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        key = sorted(unknown)[0]
+        raise ConfigError(f"unknown config key {prefix + key!r}; known: {', '.join(sorted(names))}")
+    kwargs = {}
+    for name, value in data.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{prefix + name} is a section; set its fields, e.g. {prefix + name}.<field>=…")
+            kwargs[name] = from_dict(hint, value, prefix=f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(value, hint, prefix + name)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(str(e)) from e
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """Plain nested data (TOML-writable: None values are omitted)."""
+    out = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            out[f.name] = to_dict(value)
+        elif value is not None:
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def dump_toml(config: Any) -> str:
+    """Serialise a config to TOML (flat scalars first, then one table per section)."""
+    data = to_dict(config)
+    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    for section, values in data.items():
+        if isinstance(values, dict):
+            lines += ["", f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def field_docs(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted name, default, help) for every leaf field, help taken from the attribute docstrings."""
+    docs = _attribute_docstrings(cls)
+    rows = []
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            rows += field_docs(type(default), prefix=f"{prefix}{f.name}.")
+        else:
+            rows.append((prefix + f.name, repr(default), docs.get(f.name, "")))
+    return rows
+
+
+@functools.cache
+def _attribute_docstrings(cls: type) -> dict[str, str]:
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+                docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    for part in parts[:-1]:
+        data = data.setdefault(part, {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"cannot set {key!r}: {part!r} is not a section")
+    data[parts[-1]] = value
+
+
+def _parse_value(raw: str) -> Any:
+    """Parse an override value as TOML when possible (numbers, booleans, lists), else as a bare string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        if raw.lower() in ("none", "null"):
+            return None
+        if "," in raw and not raw.startswith(("[", "{")):
+            return [part.strip() for part in raw.split(",") if part.strip()]
+        return raw
+
+
+def _coerce(value: Any, hint: Any, name: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, name)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0])
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [value] if value else []
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} expects a list, got {value!r}")
+        item_type = args[0] if args else Any
+        return tuple(_coerce(v, item_type, name) for v in value)
+    if hint is Any:
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is bool and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if hint in (int, float, bool, str) and not (isinstance(value, hint) and (hint is bool or not isinstance(value, bool))):
+        raise ConfigError(f"{name} expects {hint.__name__}, got {value!r}")
+    return value
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,206 @@
+"""Scalar metrics of a run: `metrics.jsonl` in the run directory, mirrored to TensorBoard.
+
+    with MetricsLogger("runs/demo") as metrics:
+        metrics.log(1, {"reward/mean": 0.41, "success/mean": 0.41})
+
+Each call appends one JSON line `{"step": 1, "wall_s": 12.5, "reward/mean": 0.41, ...}` and flushes it, so the
+file is readable while the run is going and survives a kill. `wall_s` is training wall time: a logger opened on
+an existing run directory continues from the largest `wall_s` already logged, so curves against wall time stay
+continuous across `--resume`.
+
+A killed run may have logged steps past its last checkpoint; the resumed run replays them. So the first `log`
+of a resumed logger drops the records at or after its step (and TensorBoard hides their events), leaving one
+record per step as if the run had never stopped. A truncated last line from a kill is cut when the file is
+opened.
+
+`read_metrics` reads the file back for plots and reports. It applies the same rules to files it finds (a record
+for an earlier step than the one before it rewinds the history to that step; several records for one step
+merge, later values winning) and skips a truncated last line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+
+Record = dict[str, Any]
+
+
+class MetricsLogger:
+    """Appends one JSON line per `log` call to `run_dir/metrics.jsonl`; optionally writes TensorBoard scalars."""
+
+    def __init__(self, run_dir: str | Path, *, tensorboard: bool = True) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / METRICS_FILE
+        _drop_partial_last_line(self.path)
+        previous = _read_records(self.path)
+        self.resumed = bool(previous)
+        self.wall_offset_s = max((float(r.get("wall_s", 0.0)) for r in previous), default=0.0)
+        self._replay_pending = self.resumed
+        self._started = time.monotonic()
+        self._file = self.path.open("a", encoding="utf-8")
+        self._tensorboard = tensorboard
+        self._writer: Any = None
+
+    @property
+    def wall_s(self) -> float:
+        """Training wall time so far: this logger's lifetime plus what earlier runs of this directory logged."""
+        return self.wall_offset_s + time.monotonic() - self._started
+
+    def log(self, step: int, metrics: Mapping[str, float | int | None]) -> None:
+        """Append `{"step", "wall_s", **metrics}` (None values skipped) and flush it."""
+        values = {k: _scalar(v) for k, v in metrics.items() if v is not None}
+        record: Record = {"step": int(step), "wall_s": round(self.wall_s, 3), **values}
+        if self._replay_pending:
+            self._drop_records_from(int(step))
+        # allow_nan: a diverged loss is worth recording as NaN rather than crashing the run over it.
+        self._file.write(json.dumps(record, allow_nan=True) + "\n")
+        self._file.flush()
+        self._log_tensorboard(int(step), values)
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _drop_records_from(self, step: int) -> None:
+        """Remove records at or after `step`, which this resumed run is about to log again."""
+        self._replay_pending = False
+        lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if (logged := _step_of(line)) is None or logged < step]
+        if len(kept) == len(lines):
+            return
+        self._file.close()
+        # Write then rename, so a kill during the rewrite leaves the old file rather than a half-written one.
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(kept), encoding="utf-8")
+        os.replace(tmp, self.path)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def _log_tensorboard(self, step: int, values: Mapping[str, float | int]) -> None:
+        writer = self._tensorboard_writer(step)
+        if writer is None:
+            return
+        for name, value in values.items():
+            writer.add_scalar(name, value, step)
+        writer.flush()
+
+    def _tensorboard_writer(self, first_step: int) -> Any:
+        """The SummaryWriter, opened on first use (so a resumed run knows which step it replays from)."""
+        if not self._tensorboard or self._writer is not None:
+            return self._writer
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as e:
+            warnings.warn(f"TensorBoard logging disabled: {e}", RuntimeWarning, stacklevel=3)
+            self._tensorboard = False
+            return None
+        # purge_step hides events a killed run wrote for steps this resumed run is about to log again.
+        purge_step = first_step if self.resumed else None
+        self._writer = SummaryWriter(str(self.run_dir / TENSORBOARD_DIR), purge_step=purge_step)
+        return self._writer
+
+
+def read_metrics(run_dir: str | Path) -> list[Record]:
+    """The run's records in step order, one per step (see the module docstring for how replays resolve).
+
+    Returns an empty list when the run directory has no `metrics.jsonl` yet.
+    """
+    merged: dict[int, Record] = {}
+    last_step: int | None = None
+    for record in _read_records(Path(run_dir) / METRICS_FILE):
+        step = int(record["step"])
+        if last_step is not None and step < last_step:
+            # A resumed run replays from its checkpoint: what was logged past that point is superseded.
+            merged = {s: r for s, r in merged.items() if s < step}
+        merged.setdefault(step, {}).update(record)
+        last_step = step
+    return [merged[s] for s in sorted(merged)]
+
+
+def series(records: list[Record], key: str, x: str = "step") -> tuple[list[float], list[float]]:
+    """The (x, y) points of `key` over the records that have both, with non-finite values dropped."""
+    xs, ys = [], []
+    for r in records:
+        xv, yv = r.get(x), r.get(key)
+        if isinstance(xv, (int, float)) and isinstance(yv, (int, float)) and math.isfinite(yv):
+            xs.append(float(xv))
+            ys.append(float(yv))
+    return xs, ys
+
+
+def _step_of(line: str) -> int | None:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return int(record["step"]) if isinstance(record, dict) and "step" in record else None
+
+
+def _scalar(value: Any) -> float | int:
+    """A JSON-ready number; accepts numpy and 0-d torch scalars through their `__float__`."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    return float(value)
+
+
+def _read_records(path: Path) -> list[Record]:
+    """Every parseable record in file order; an undecodable last line is a write cut short by a kill."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    records: list[Record] = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if i != len(lines) - 1:
+                warnings.warn(f"{path}:{i + 1}: skipping an unreadable line", RuntimeWarning, stacklevel=3)
+            continue
+        if isinstance(record, dict) and "step" in record:
+            records.append(record)
+    return records
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    """Cut a line a killed process left without its newline, so the next append starts a fresh line."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return
+    keep = data.rfind(b"\n") + 1
+    try:
+        json.loads(data[keep:])
+    except ValueError:
+        os.truncate(path, keep)
+    else:
+        with path.open("ab") as f:  # a whole record that only lacks its newline
+            f.write(b"\n")

@@ -1,0 +1,83 @@
+"""Load the policy model and tokenizer named by a `PolicyConfig`, and build the sampler backend over it.
+
+`tiny` resolves to the checkpoint shipped inside the package; anything else is a local path or a hub id that
+must already be in the local cache (nothing is downloaded at run time: `HF_HUB_OFFLINE` is honoured and a
+missing model fails with a message saying so).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentrl.config import PolicyConfig
+
+
+def resolve_model_path(name: str) -> str:
+    """`tiny` → the shipped checkpoint directory; other names pass through unchanged."""
+    if name == "tiny":
+        from agentrl.tiny import POLICY_DIR
+
+        if not (Path(POLICY_DIR) / "config.json").exists():
+            raise FileNotFoundError(f"the shipped tiny policy is missing from {POLICY_DIR}; rebuild it with "
+                                    "`python scripts/build_tiny_policy.py`")
+        return str(POLICY_DIR)
+    return name
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) -> tuple[Any, Any]:
+    """Load (model, tokenizer); wrap the model with LoRA and gradient checkpointing when configured."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(config.model)
+    device = resolve_device(config.device)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(config.dtype)
+    if dtype is None:
+        dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except OSError as e:
+        raise FileNotFoundError(
+            f"could not load model {config.model!r} from a local path or the local hub cache "
+            "(agentrl never downloads weights at run time)"
+        ) from e
+    model.to(device)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if trainable and config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    if trainable and config.lora_rank > 0:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
+                          target_modules=list(config.lora_target_modules), task_type="CAUSAL_LM")
+        model = get_peft_model(model, lora)
+    return model, tokenizer
+
+
+def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
+    """The sampler backend named by `config.backend`."""
+    if config.backend == "transformers":
+        from agentrl.policy.transformers_policy import TransformersPolicy
+
+        return TransformersPolicy(model, tokenizer, max_batch_size=config.max_batch_size,
+                                  batch_wait_ms=config.batch_wait_ms)
+    if config.backend == "openai":
+        from agentrl.policy.openai_policy import OpenAICompletionsPolicy
+
+        if not config.base_url:
+            raise ValueError("policy.backend=openai needs policy.base_url")
+        return OpenAICompletionsPolicy(tokenizer, base_url=config.base_url, model=config.model,
+                                       api_key=config.api_key)
+    raise ValueError(f"unknown policy backend {config.backend!r}")

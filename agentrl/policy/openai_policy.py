@@ -1,0 +1,105 @@
+"""A policy backend over any OpenAI-compatible *completions* endpoint that accepts token ids (vLLM, SGLang,
+`agentrl serve`).
+
+Training needs token ids and sampler log-probabilities, which chat endpoints do not return faithfully. This
+backend sends the prompt as a list of token ids to `/v1/completions` and asks for logprobs with tokens reported
+as ids (`return_tokens_as_token_ids`, a vLLM extension also honoured by `agentrl serve`). Servers that ignore
+the extension make it fall back to re-tokenizing the returned text, which breaks the token-exact rule, so that
+fallback is counted in `retokenized_completions` and should be zero in a healthy setup. The entropy is a
+top-k proxy from the returned top logprobs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from agentrl.protocols import SamplingParams
+from agentrl.types import Completion
+
+
+class OpenAICompletionsPolicy:
+    """A `Policy` that samples from a remote OpenAI-compatible completions endpoint."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        top_logprobs: int = 5,
+        timeout_s: float = 120.0,
+        max_retries: int = 3,
+    ):
+        from openai import AsyncOpenAI
+
+        self.tokenizer = tokenizer
+        self.version = 0
+        self.model = model
+        self.top_logprobs = top_logprobs
+        self.retokenized_completions = 0
+        self.client = AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
+        self._eos_text = tokenizer.eos_token
+
+    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
+        response = await self.client.completions.create(
+            model=self.model,
+            prompt=list(prompt_ids),
+            max_tokens=params.max_new_tokens,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            stop=list(params.stop) or None,
+            seed=params.seed,
+            logprobs=self.top_logprobs,
+            extra_body={
+                "return_tokens_as_token_ids": True,
+                "skip_special_tokens": False,
+                "include_stop_str_in_output": True,
+            },
+        )
+        choice = response.choices[0]
+        ids, logprobs, entropies = self._tokens(choice)
+        ended_by_eos = bool(ids) and ids[-1] == self.tokenizer.eos_token_id
+        if choice.finish_reason == "length":
+            finish = "length"
+        elif ended_by_eos or not params.stop:
+            finish = "stop"
+        else:
+            finish = "tool_call"
+        text = choice.text.removesuffix(self._eos_text) if ended_by_eos else choice.text
+        return Completion(tuple(ids), tuple(logprobs), tuple(entropies), text, finish)  # type: ignore[arg-type]
+
+    def sync_weights(self) -> None:
+        """Weights live in the server; whoever updates it bumps the version here."""
+        self.version += 1
+
+    def _tokens(self, choice: Any) -> tuple[list[int], list[float], list[float]]:
+        lp = choice.logprobs
+        tokens = list(lp.tokens or []) if lp is not None else []
+        if tokens and all(t.startswith("token_id:") for t in tokens):
+            ids = [int(t.split(":", 1)[1]) for t in tokens]
+            logprobs = [float(x) if x is not None else 0.0 for x in lp.token_logprobs]
+            entropies = [_topk_entropy(top) for top in (lp.top_logprobs or [None] * len(ids))]
+            return ids, logprobs, entropies
+        self.retokenized_completions += 1
+        ids = list(self.tokenizer(choice.text, add_special_tokens=False)["input_ids"])
+        if choice.finish_reason == "stop" and not choice.text.endswith(self._eos_text):
+            ids.append(self.tokenizer.eos_token_id)
+        return ids, [0.0] * len(ids), [0.0] * len(ids)
+
+
+def _topk_entropy(top: dict[str, float] | None) -> float:
+    """Entropy of the renormalised top-k distribution: a lower bound proxy for the full entropy."""
+    if not top:
+        return 0.0
+    probs = [math.exp(v) for v in top.values()]
+    total = sum(probs)
+    return -sum(p / total * math.log(p / total) for p in probs if p > 0)

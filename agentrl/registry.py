@@ -1,0 +1,81 @@
+"""Short names → dotted import paths, resolved lazily.
+
+The core never imports the collections (`agentrl.tools`, `agentrl.scaffolds`, `agentrl.rewards`) at module
+load; it looks names up here when a run needs them. Any string that is not a short name is treated as an
+import path (`package.module:attr` or `package.module.attr`), so user code plugs in without registration.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+SCAFFOLDS = {
+    "react": "agentrl.scaffolds.react:ReactScaffold",
+    "code": "agentrl.scaffolds.code:CodeScaffold",
+    "search": "agentrl.scaffolds.search:SearchScaffold",
+}
+REWARDS = {
+    "exact_match": "agentrl.rewards.outcome:exact_match",
+    "f1": "agentrl.rewards.outcome:token_f1",
+    "tool_errors": "agentrl.rewards.format:tool_error_rate",
+}
+TOOLSETS = {
+    "echo": "agentrl.testing:echo",
+    "calculate": "agentrl.scaffolds.code.tools:calculate",
+    "lookup": "agentrl.scaffolds.search.tools:lookup",
+}
+ADVANTAGES = "agentrl.advantages:ADVANTAGE_ESTIMATORS"
+LOSSES = "agentrl.losses:POLICY_LOSSES"
+
+_TABLES = {"scaffold": SCAFFOLDS, "reward": REWARDS, "toolset": TOOLSETS}
+
+
+def import_path(path: str) -> Any:
+    """Import `package.module:attr` or `package.module.attr`."""
+    if ":" in path:
+        module, _, attr = path.partition(":")
+    else:
+        module, _, attr = path.rpartition(".")
+    if not module:
+        raise ImportError(f"{path!r} is not an import path (expected package.module:name)")
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImportError(f"{module!r} has no attribute {part!r} (from {path!r})") from None
+    return obj
+
+
+def resolve(kind: str, name: str) -> Any:
+    """Resolve a short name of `kind` (scaffold, reward, toolset, advantage, loss) or an import path."""
+    if kind in ("advantage", "loss"):
+        table = import_path(ADVANTAGES if kind == "advantage" else LOSSES)
+        if name in table:
+            return table[name]
+        if "." not in name:
+            raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))}")
+        return import_path(name)
+    table = _TABLES[kind]
+    if name in table:
+        return import_path(table[name])
+    if "." not in name:
+        raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))} (or give an import path)")
+    return import_path(name)
+
+
+def names(kind: str) -> list[str]:
+    if kind in ("advantage", "loss"):
+        return sorted(import_path(ADVANTAGES if kind == "advantage" else LOSSES))
+    return sorted(_TABLES[kind])
+
+
+def load_scaffold(name: str, rollout: Any = None) -> Any:
+    """Instantiate a scaffold by name; `a+b` builds a mixture of the named scaffolds."""
+    if "+" in name:
+        from agentrl.scaffolds.mix import MixScaffold
+
+        return MixScaffold([load_scaffold(part, rollout) for part in name.split("+")])
+    factory = resolve("scaffold", name)
+    return factory(rollout=rollout) if isinstance(factory, type) else factory

@@ -1,0 +1,112 @@
+"""Supervised warm start: fine-tune a policy on demonstration conversations with trl's `SFTTrainer`.
+
+A conversation is `{"messages": [...OpenAI messages...], "tools": [...function-tool schemas...]}`, rendered with
+the tokenizer's chat template exactly as the scaffolds render it at rollout time. The loss covers the assistant's
+tokens only (tool calls, answers and their end-of-turn token), never the prompt or the tool results. trl swaps in
+its training variant of the chat template (the same text, with `{% generation %}` markers) to build that mask.
+
+    metrics = run_sft(model, tokenizer, conversations, output_dir="runs/sft", epochs=3, lr=1e-3)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SFTSettings:
+    """How to run the warm start."""
+
+    epochs: float = 3.0
+    """Passes over the conversations."""
+    lr: float = 1e-3
+    """Peak learning rate (AdamW)."""
+    batch_size: int = 16
+    """Conversations per optimizer step."""
+    seed: int = 0
+    """Seeds initialisation-free randomness: data order, dropout."""
+    max_length: int = 1024
+    """Conversations are truncated to this many tokens."""
+    lr_scheduler: str = "cosine"
+    """A transformers scheduler name (`cosine`, `linear`, `constant`, ...)."""
+    warmup_fraction: float = 0.05
+    """Fraction of the optimizer steps spent warming the learning rate up from zero."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (overrides `epochs`); None trains for `epochs`."""
+    logging_steps: int = 10
+    """Record the training loss every this many optimizer steps."""
+    use_cpu: bool = True
+    """Train on the CPU even when an accelerator is present (the tiny policy is faster there)."""
+
+
+def run_sft(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[dict[str, Any]],
+    *,
+    output_dir: str | Path,
+    settings: SFTSettings | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Fine-tune `model` in place on `conversations`; return trl's metrics plus the loss history.
+
+    Options come from `settings`, with keyword `overrides` of its fields on top (`epochs=2, lr=3e-4`). The model
+    is left trained but not saved; `output_dir` only receives the trainer's scratch files.
+    """
+    from trl import SFTConfig, SFTTrainer  # trl takes seconds to import
+
+    settings = dataclasses.replace(settings or SFTSettings(), **overrides)
+    config = SFTConfig(
+        output_dir=str(output_dir),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps if settings.max_steps is not None else -1,
+        learning_rate=settings.lr,
+        lr_scheduler_type=settings.lr_scheduler,
+        warmup_steps=settings.warmup_fraction,
+        weight_decay=settings.weight_decay,
+        per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=1,
+        max_length=settings.max_length,
+        assistant_only_loss=True,
+        packing=False,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        full_determinism=True,
+        use_cpu=settings.use_cpu,
+        bf16=False,
+        fp16=False,
+        logging_steps=settings.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = SFTTrainer(model=model, args=config, train_dataset=_dataset(conversations), processing_class=tokenizer)
+    result = trainer.train()
+    losses = [(log["step"], log["loss"]) for log in trainer.state.log_history if "loss" in log]
+    if not all(math.isfinite(loss) for _, loss in losses):
+        logger.warning("non-finite SFT loss: %s", losses)
+    return {**result.metrics, "loss_history": losses}
+
+
+def _dataset(conversations: Sequence[dict[str, Any]]) -> Any:
+    """A `datasets.Dataset` whose messages and tools keep their exact JSON shape.
+
+    Arrow would otherwise merge the argument dicts of different tools into one struct type and fill the missing
+    keys with nulls, which the chat template would then render into the tool calls.
+    """
+    from datasets import Dataset, Features, Json, List
+
+    features = Features({"messages": List(Json()), "tools": List(Json())})
+    rows = [{"messages": list(c["messages"]), "tools": list(c.get("tools") or [])} for c in conversations]
+    return Dataset.from_list(rows, features=features)

@@ -1,0 +1,124 @@
+"""Test doubles that ship with the package, so tests run real code paths instead of mocks.
+
+- `echo`: a tool whose output carries `ECHO_STAMP`, a random string made when this module is imported. The
+  stamp appears in no prompt, so output that contains it proves the call went through the real tool path
+  (server, session, validation) of this process.
+- `Counter`: a stateful toolset, one integer per session, for tests of sessions, idempotency and fork.
+- `serve_in_thread`: a real uvicorn server on loopback, in a background thread, for integration tests.
+- `ScriptedPolicy`: a policy that replays scripted assistant turns (a double for the model only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from agentrl.tool import tool
+from agentrl.types import Completion
+
+ECHO_STAMP = secrets.token_hex(8)
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text, stamped so that the caller can prove the tool really ran.
+
+    Args:
+        text: The text to echo back.
+    """
+    return f"echo[{ECHO_STAMP}]: {text}"
+
+
+class Counter:
+    """A toolset holding one integer per session."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    @tool
+    def increment(self, by: int = 1) -> int:
+        """Add to the counter and return its new value.
+
+        Args:
+            by: How much to add.
+        """
+        self.count += by
+        return self.count
+
+    @tool
+    def value(self) -> int:
+        """Return the counter's current value."""
+        return self.count
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Any, *, port: int = 0, startup_timeout_s: float = 10.0) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on 127.0.0.1 in a daemon thread; yields its base URL.
+
+    `port=0` picks a free port. The socket is bound before the thread starts, so no other process can take the
+    port in between.
+    """
+    import uvicorn
+
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and Nagle's algorithm
+    # would add ~40 ms to every request.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            sock.close()
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=startup_timeout_s)
+        sock.close()
+
+
+class ScriptedPolicy:
+    """A `Policy` that replays scripted assistant turns: a test double for the model, never for our own parts.
+
+    `responses` is either a list of turn texts (turn k of every episode gets `responses[k]`; the turn index is
+    read off the prompt, so concurrent episodes do not interfere) or a function from the decoded prompt to the
+    next turn's text. Each turn is tokenized, closed with the end-of-turn token, and given fixed fake logprobs.
+    """
+
+    def __init__(self, tokenizer: Any, responses: Sequence[str] | Callable[[str], str], *, logprob: float = -0.5):
+        self.tokenizer = tokenizer
+        self.version = 0
+        self.responses = responses
+        self.logprob = logprob
+        self.calls = 0
+
+    async def generate(self, prompt_ids: Sequence[int], params: Any) -> Completion:
+        self.calls += 1
+        prompt = self.tokenizer.decode(list(prompt_ids), skip_special_tokens=False)
+        if callable(self.responses):
+            text = self.responses(prompt)
+        else:
+            turn = prompt.count("<|im_start|>assistant") - 1
+            text = self.responses[min(turn, len(self.responses) - 1)]
+        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        finish = "stop"
+        if len(ids) + 1 > params.max_new_tokens:
+            ids, finish = ids[: params.max_new_tokens], "length"
+        else:
+            ids.append(self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token))
+        text_out = self.tokenizer.decode(ids[:-1] if finish == "stop" else ids, skip_special_tokens=False)
+        n = len(ids)
+        return Completion(tuple(ids), (self.logprob,) * n, (1.0,) * n, text_out, finish)  # type: ignore[arg-type]
+
+    def sync_weights(self) -> None:
+        self.version += 1

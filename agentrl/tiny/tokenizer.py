@@ -1,0 +1,97 @@
+"""The tiny policy's tokenizer: a byte-level BPE trained in-process on rendered demonstrations.
+
+Pre-tokenization follows Qwen2 (its split regex, then byte-level mapping without a second regex), so digits are
+one token each: a small model copies a number digit by digit far more reliably than it copies multi-digit
+chunks. The chat markers are single ids: `<|endoftext|>` (padding), `<|im_start|>`, `<|im_end|>` (end of turn)
+as special tokens, and `<tool_call>`, `</tool_call>`, `<tool_response>`, `</tool_response>` as ordinary added
+tokens, which a decode with `skip_special_tokens=True` keeps, as in Qwen2.5. The chat template is trl's copy
+of the Qwen2.5 tool-calling template.
+
+Conversations are rendered to text by `render`, which uses an untrained tokenizer with the same template: the
+text a chat template produces does not depend on the vocabulary, so demos can be rendered before the tokenizer
+they train exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+from trl.chat_template_utils import qwen2_5_chat_template
+
+PAD_TOKEN = "<|endoftext|>"
+EOS_TOKEN = "<|im_end|>"
+SPECIAL_TOKENS = [PAD_TOKEN, "<|im_start|>", EOS_TOKEN]
+"""Markers with fixed ids 0, 1, 2 that never occur inside ordinary text."""
+TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+"""Tool-call markup, one id each, appended after the trained vocabulary."""
+DEFAULT_VOCAB_SIZE = 1024
+
+QWEN2_SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+"""Qwen2's pre-tokenization regex: words with one leading non-letter, single digits, punctuation runs, spaces."""
+
+
+def _untrained() -> Tokenizer:
+    """A byte-level BPE with Qwen2 pre-tokenization and no merges yet."""
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def _wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
+    """`tok` with its added tokens, as a transformers tokenizer carrying the chat template."""
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        additional_special_tokens=["<|im_start|>"],
+        clean_up_tokenization_spaces=False,
+        model_max_length=1024,
+    )
+    wrapped.chat_template = qwen2_5_chat_template
+    return wrapped
+
+
+@functools.cache
+def _renderer() -> PreTrainedTokenizerFast:
+    return _wrap(_untrained())
+
+
+def render(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], **kwargs: Any) -> str:
+    """The chat-template text of a conversation, as any tokenizer from this module renders it."""
+    return _renderer().apply_chat_template(list(messages), tools=list(tools), tokenize=False, **kwargs)
+
+
+def train_tokenizer(texts: Iterable[str], *, vocab_size: int = DEFAULT_VOCAB_SIZE) -> PreTrainedTokenizerFast:
+    """A tokenizer trained on `texts` (rendered conversations); deterministic for the same texts.
+
+    `vocab_size` counts the byte alphabet, the merges and the special tokens; the four tool tokens come on top.
+    """
+    tok = _untrained()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    # train on the text between markers, which is what the finished tokenizer pre-tokenizes: added tokens are
+    # cut out of the input first, so no merge ever spans one
+    marker = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + TOOL_TOKENS))
+    tok.train_from_iterator((piece for text in texts for piece in marker.split(text) if piece), trainer=trainer)
+    return _wrap(tok)

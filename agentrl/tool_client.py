@@ -1,0 +1,265 @@
+"""`ToolClient`: the async HTTP client of the tool server, implementing `ToolBackend` and `ToolSession`.
+
+    async with ToolClient("http://127.0.0.1:8000", token=token) as tools:
+        session = await tools.open_session(["echo"])
+        result = await session.call(ToolCall(id="c1", name="echo", arguments={"text": "hi"}))
+        await session.close()
+
+`ToolClient(app=create_app([...]))` talks to an app in the same process through `httpx.ASGITransport`: the
+same code path, without sockets.
+
+Routing: with several base URLs, each new session goes to the server holding the fewest of this client's open
+sessions (ties taken in turn), and every request of a session goes to the server that created it.
+
+Failures: a tool that fails returns a `ToolResult` with `is_error=True`; nothing is raised for it. Transport
+errors (connect, read, timeout, dropped connection) and HTTP 502/503/504 are retried with exponential backoff;
+a retried call keeps its `call_id`, so the server runs it once and returns the stored result. What cannot be
+served raises a `ToolServerError`, which ends the episode as an infrastructure failure
+(`StopReason.INFRA_ERROR`), not as a mistake of the policy:
+
+    ToolServerError            the server refused the request (unknown tool names, bad token, ...)
+     ├── ToolServerUnavailable the server stayed unreachable through all retries
+     └── SessionNotFound       the server does not know the session (closed, or the server restarted)
+
+Set `timeout_s` above the longest tool timeout: a read timeout is retried, and the retry waits for the same
+call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import Sequence
+from typing import Any, Self
+
+import httpx
+
+from agentrl.types import ToolCall, ToolResult
+
+logger = logging.getLogger(__name__)
+
+_RETRY_STATUS = frozenset({502, 503, 504})
+_IN_PROCESS_URL = "http://agentrl-tools.local"
+
+
+class ToolServerError(RuntimeError):
+    """The tool server could not serve a request; the episode is an infrastructure failure."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ToolServerUnavailable(ToolServerError):
+    """The tool server stayed unreachable (or overloaded) through every retry."""
+
+
+class SessionNotFound(ToolServerError):
+    """The server does not know the session: it was closed, or the server restarted and lost it."""
+
+
+class ToolClient:
+    """A `ToolBackend` over one or several tool servers, or over an in-process app."""
+
+    def __init__(
+        self,
+        base_urls: str | Sequence[str] | None = None,
+        *,
+        app: Any = None,
+        token: str | None = None,
+        timeout_s: float = 60.0,
+        retries: int = 3,
+        backoff_s: float = 0.25,
+    ) -> None:
+        if (base_urls is None) == (app is None):
+            raise ValueError("ToolClient needs exactly one of base_urls and app")
+        transport = httpx.ASGITransport(app=app) if app is not None else None
+        urls = (
+            [_IN_PROCESS_URL]
+            if app is not None
+            else [base_urls]
+            if isinstance(base_urls, str)
+            else list(base_urls)
+        )
+        if not urls:
+            raise ValueError("ToolClient needs at least one base URL")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
+        self._servers = [
+            httpx.AsyncClient(
+                base_url=url, transport=transport, headers=headers, timeout=timeout_s, limits=limits
+            )
+            for url in urls
+        ]
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._open_per_server = [0] * len(urls)
+        self._turn = 0
+        self._sessions: set[HTTPToolSession] = set()
+
+    @property
+    def base_urls(self) -> list[str]:
+        return [str(server.base_url) for server in self._servers]
+
+    async def schemas(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """OpenAI function-tool schemas of the served tools (all of them, or those named)."""
+        params = {"names": ",".join(names)} if names else None
+        return await self._first_available(lambda i: self._request(i, "GET", "/tools", params=params))
+
+    async def health(self) -> list[dict[str, Any]]:
+        """Each server's `/health` answer, in the order of `base_urls`."""
+        return [await self._request(i, "GET", "/health") for i in range(len(self._servers))]
+
+    async def open_session(self, tools: Sequence[str] | None = None) -> HTTPToolSession:
+        """A new session on the least-loaded server; falls over to the next if one is unreachable."""
+        count = len(self._servers)
+        order = sorted(range(count), key=lambda i: (self._open_per_server[i], (i - self._turn) % count))
+        self._turn = (self._turn + 1) % count
+        body = {"tools": list(tools)} if tools is not None else {}
+        failure: ToolServerUnavailable | None = None
+        for server in order:
+            self._open_per_server[server] += 1  # reserved now so that concurrent opens spread out
+            try:
+                data = await self._request(server, "POST", "/sessions", json=body)
+            except ToolServerUnavailable as exc:
+                self._open_per_server[server] -= 1
+                failure = exc
+                continue
+            except BaseException:
+                self._open_per_server[server] -= 1
+                raise
+            return self._adopt(server, data["session_id"])
+        assert failure is not None
+        raise failure
+
+    async def aclose(self) -> None:
+        """Close the sessions this client still has open (one attempt each), then its connections."""
+        await asyncio.gather(*(s.close(retries=0) for s in list(self._sessions)), return_exceptions=True)
+        for server in self._servers:
+            await server.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _adopt(self, server: int, session_id: str) -> HTTPToolSession:
+        session = HTTPToolSession(self, server, session_id)
+        self._sessions.add(session)
+        return session
+
+    def _forget(self, session: HTTPToolSession) -> None:
+        if session in self._sessions:
+            self._sessions.discard(session)
+            self._open_per_server[session.server] -= 1
+
+    async def _first_available(self, request: Any) -> Any:
+        failure: ToolServerUnavailable | None = None
+        for server in range(len(self._servers)):
+            try:
+                return await request(server)
+            except ToolServerUnavailable as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def _request(
+        self,
+        server: int,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, str] | None = None,
+        retries: int | None = None,
+    ) -> Any:
+        """One request with retries on transport errors and 502/503/504; other HTTP errors raise at once."""
+        client = self._servers[server]
+        retries = self.retries if retries is None else retries
+        failure = ""
+        for attempt in range(retries + 1):
+            if attempt:
+                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1) * random.uniform(0.75, 1.25))
+            try:
+                response = await client.request(method, path, json=json, params=params)
+            except httpx.TransportError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code in _RETRY_STATUS:
+                failure = f"HTTP {response.status_code}: {_detail(response)}"
+                continue
+            return _decode(response, method, path)
+        raise ToolServerUnavailable(
+            f"tool server {client.base_url} unreachable after {retries + 1} attempts ({failure})"
+        )
+
+
+class HTTPToolSession:
+    """One session on one tool server; every request goes to the server that created it."""
+
+    def __init__(self, client: ToolClient, server: int, session_id: str) -> None:
+        self._client = client
+        self.server = server
+        self.session_id = session_id
+        self._closed = False
+
+    @property
+    def base_url(self) -> str:
+        return self._client.base_urls[self.server]
+
+    def __repr__(self) -> str:
+        return f"HTTPToolSession({self.session_id!r} on {self.base_url})"
+
+    async def call(self, call: ToolCall) -> ToolResult:
+        """Run one call: tool failures come back as results, infrastructure failures raise ToolServerError."""
+        call_id = call.id or uuid.uuid4().hex  # fixed before the first attempt: retries reuse it
+        body = {"name": call.name, "arguments": call.arguments, "call_id": call_id}
+        data = await self._client._request(
+            self.server, "POST", f"/sessions/{self.session_id}/call", json=body
+        )
+        return ToolResult.from_json(data)
+
+    async def fork(self) -> HTTPToolSession:
+        """A new session on the same server whose tool state equals this one's now."""
+        data = await self._client._request(self.server, "POST", f"/sessions/{self.session_id}/fork")
+        self._client._open_per_server[self.server] += 1
+        return self._client._adopt(self.server, data["session_id"])
+
+    async def close(self, *, retries: int | None = None) -> None:
+        """End the session on the server. Idempotent; an unreachable server is logged, not raised."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client._forget(self)
+        try:
+            await self._client._request(
+                self.server, "DELETE", f"/sessions/{self.session_id}", retries=retries
+            )
+        except SessionNotFound:
+            pass
+        except ToolServerUnavailable as exc:
+            logger.warning("could not close tool session %s: %s", self.session_id, exc)
+
+
+def _decode(response: httpx.Response, method: str, path: str) -> Any:
+    if response.is_success:
+        return response.json()
+    detail = _detail(response)
+    if response.status_code == 404 and path.startswith("/sessions/"):
+        raise SessionNotFound(detail, status_code=404)
+    message = (
+        f"tool server {response.url.host} answered {method} {path} with HTTP {response.status_code}: {detail}"
+    )
+    raise ToolServerError(message, status_code=response.status_code)
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text
+    detail = body.get("detail", body) if isinstance(body, dict) else body
+    return detail if isinstance(detail, str) else str(detail)

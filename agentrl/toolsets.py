@@ -1,0 +1,139 @@
+"""Toolset specs → the table of tools a tool server serves.
+
+A spec is a `FunctionTool`, a module (its module-level tools), a toolset class (one instance per session), or
+a dotted import path naming one of those: `"pkg.module"`, `"pkg.module:ClassName"`, `"pkg.module.ClassName"`.
+Tool names are unique across all the specs of one server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib
+import inspect
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.tool import FunctionTool, collect_tools
+
+
+@dataclass
+class Toolset:
+    """The tools of one spec, and the class whose instances hold their per-session state (None: stateless)."""
+
+    label: str
+    tools: dict[str, FunctionTool]
+    """Tool name → tool; for a class these are unbound and serve for the schemas only."""
+    cls: type | None = None
+    _setup_done: bool = field(default=False, repr=False)
+
+    @property
+    def serial(self) -> bool:
+        """Whether one session's calls into this toolset must run one at a time."""
+        return bool(getattr(self.cls, "serial", False))
+
+    async def setup(self) -> None:
+        """Run the class's `setup()` once: shared, read-only resources built before the first session."""
+        if self._setup_done or self.cls is None:
+            self._setup_done = True
+            return
+        # Only a classmethod (or staticmethod) `setup` is per process; an instance method of that name is not.
+        if isinstance(inspect.getattr_static(self.cls, "setup", None), (classmethod, staticmethod)):
+            await _maybe_await(self.cls.setup())
+        self._setup_done = True
+
+    def instantiate(self) -> Any:
+        """A fresh instance for a new session (None for stateless toolsets)."""
+        return None if self.cls is None else self.cls()
+
+    def bind(self, instance: Any) -> dict[str, FunctionTool]:
+        """The tools a session calls: bound to `instance` for a class, the tools themselves otherwise."""
+        if instance is None:
+            return dict(self.tools)
+        return {t.name: t for t in collect_tools(instance)}
+
+
+def resolve_toolsets(specs: Sequence[object | str]) -> list[Toolset]:
+    """Resolve every spec; raises ValueError on a duplicate tool name, ImportError on a bad path."""
+    toolsets = [_resolve(spec) for spec in specs]
+    owners: dict[str, tuple[Toolset, FunctionTool]] = {}
+    for toolset in toolsets:
+        for name, tool in toolset.tools.items():
+            if name in owners and owners[name][1] is not tool:
+                raise ValueError(
+                    f"tool name {name!r} is defined by both {owners[name][0].label} and {toolset.label}"
+                )
+            owners[name] = (toolset, tool)
+    return toolsets
+
+
+def load(path: str) -> Any:
+    """Import `"pkg.module"`, `"pkg.module:Attr"` or `"pkg.module.Attr"`."""
+    if ":" in path:
+        module_name, _, attribute = path.partition(":")
+        return _getattr_path(importlib.import_module(module_name), attribute, path)
+    try:
+        return importlib.import_module(path)
+    except ModuleNotFoundError as exc:
+        module_name, _, attribute = path.rpartition(".")
+        if not module_name or exc.name != path:
+            raise
+        return _getattr_path(importlib.import_module(module_name), attribute, path)
+
+
+def _getattr_path(module: types.ModuleType, attribute: str, path: str) -> Any:
+    obj: Any = module
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImportError(f"cannot import {path!r}: {part!r} not found") from None
+    return obj
+
+
+def _resolve(spec: object | str) -> Toolset:
+    obj = load(spec) if isinstance(spec, str) else spec
+    label = (
+        spec
+        if isinstance(spec, str)
+        else getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
+    )
+    if isinstance(obj, (FunctionTool, types.ModuleType)):
+        tools, cls = collect_tools(obj), None
+    elif isinstance(obj, type):
+        tools, cls = collect_tools(obj), obj
+    else:
+        raise TypeError(
+            f"toolset {label!r} is a {type(obj).__name__}; expected a @tool function, a module, "
+            "a toolset class, or a dotted import path"
+        )
+    if not tools:
+        raise ValueError(f"toolset {label!r} defines no @tool functions")
+    return Toolset(label=str(label), tools={t.name: t for t in tools}, cls=cls)
+
+
+async def fork_instance(instance: Any) -> Any:
+    """A copy of a toolset instance with the original's state now: its `fork()` if any, else a deepcopy."""
+    if instance is None:
+        return None
+    fork = getattr(instance, "fork", None)
+    if callable(fork):
+        return await _maybe_await(fork())
+    return copy.deepcopy(instance)
+
+
+async def close_instance(instance: Any) -> None:
+    """Call the instance's `close()` if it has one; a sync close runs in a worker thread."""
+    close = getattr(instance, "close", None)
+    if not callable(close):
+        return
+    if inspect.iscoroutinefunction(close):
+        await close()
+    else:
+        await _maybe_await(await asyncio.to_thread(close))
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value

@@ -1,0 +1,247 @@
+"""The training loop, as named phases.
+
+    for step in steps:
+        groups  = collect(step)        # rollouts: every trajectory its own task, tools through the tool server
+        groups  = score(groups)        # reward stack: outcome / process / ... ; infra failures stay unscored
+        samples = credit(groups)       # group-relative advantages → per-token advantages
+        stats   = update(samples)      # learner: clipped policy gradient, AdamW
+        sync()                         # the sampler sees the new weights
+        evaluate(step)                 # held-out success, every few steps
+        log(step, ...)                 # metrics.jsonl, TensorBoard, progress bar, trajectories/step_*.jsonl
+        checkpoint(step)               # resumable state in the run directory
+
+Each phase is one method call; the work lives in the modules named in the comments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from agentrl.config import RunConfig, dump_toml, load_config
+from agentrl.credit import assign_credit
+from agentrl.learner import Learner
+from agentrl.metrics import MetricsLogger
+from agentrl.policy import build_policy, load_model_and_tokenizer
+from agentrl.progress import TrainProgress
+from agentrl.registry import load_scaffold
+from agentrl.reward import RewardStack
+from agentrl.rollout import collect_groups
+from agentrl.tool_client import ToolClient
+from agentrl.types import StopReason, TrajectoryGroup, trajectory_to_json
+
+
+class Trainer:
+    """Owns the run directory, the model, the sampler, the tool backend and the learner for one run."""
+
+    def __init__(self, config: RunConfig, run_dir: Path, *, resume: bool = False):
+        import torch
+
+        self.config, self.run_dir = config, run_dir
+        self.loop = asyncio.new_event_loop()
+        random.seed(config.seed)
+        torch.manual_seed(config.seed)
+        self.scaffold = load_scaffold(config.scaffold, config.rollout)
+        eval_rollout = dataclasses.replace(config.rollout, temperature=config.eval.temperature)
+        self.eval_scaffold = load_scaffold(config.scaffold, eval_rollout)
+        self.train_tasks = list(self.scaffold.tasks("train"))
+        self.eval_tasks = list(self.eval_scaffold.tasks("test"))[: config.eval.max_tasks]
+        if not self.train_tasks:
+            raise ValueError(f"scaffold {config.scaffold!r} has no training tasks")
+        self.rewards = RewardStack.from_specs(config.rewards or self.scaffold.reward_names())
+        self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
+        self.policy = build_policy(config.policy, self.model, self.tokenizer)
+        self.learner = Learner(self.model, config.trainer, pad_token_id=self.tokenizer.pad_token_id,
+                               temperature=config.rollout.temperature)
+        self.tools = self._tool_backend()
+        self.state = TrainerState(step=0, wall_s=0.0, policy_version=0)
+        if resume and (ckpt := latest_checkpoint(run_dir)) is not None:
+            self.state = load_checkpoint(ckpt, self.model, self.learner)
+            self.policy.version = self.state.policy_version
+        if resume:
+            rewind_logs(run_dir, self.state.step)
+        self.metrics = MetricsLogger(run_dir, tensorboard=config.tensorboard)
+
+    @classmethod
+    def from_run_dir(cls, run_dir: Path, overrides: Sequence[str] = ()) -> Trainer:
+        """Resume a run from its directory (its saved config, plus any overrides such as trainer.steps=…)."""
+        config = load_config(run_dir / "config.toml", overrides)
+        return cls(config, run_dir, resume=True)
+
+    # --- the loop --------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, float]:
+        cfg = self.config
+        (self.run_dir / "config.toml").write_text(dump_toml(cfg))
+        started = time.monotonic() - self.state.wall_s
+        last: dict[str, float] = {}
+        with TrainProgress(cfg.trainer.steps, enabled=cfg.progress, start_step=self.state.step) as progress:
+            if self.state.step == 0 and cfg.eval.every_steps:
+                last = self.evaluate()
+                self.log(0, last, progress)
+            while self.state.step < cfg.trainer.steps:
+                step = self.state.step + 1
+                t0 = time.monotonic()
+                groups, collect_stats = self.collect(step)
+                groups = self.score(groups)
+                samples, credit_stats = self.credit(groups)
+                update_stats = self.update(samples)
+                self.sync()
+                stats = {**collect_stats, **rollout_metrics(groups, self.rewards.names[0]), **credit_stats,
+                         **update_stats, "time/step_s": time.monotonic() - t0}
+                if self._should_evaluate(step):
+                    stats.update(self.evaluate())
+                self.state = TrainerState(step, time.monotonic() - started, self.policy.version)
+                self.log(step, stats, progress, groups)
+                self.checkpoint(step)
+                last = stats
+                if cfg.trainer.max_minutes is not None and self.state.wall_s > 60 * cfg.trainer.max_minutes:
+                    progress.log(f"stopping after {self.state.wall_s / 60:.1f} min (trainer.max_minutes)")
+                    break
+        self.close()
+        return last
+
+    # --- phases ----------------------------------------------------------------------------------------
+
+    def collect(self, step: int) -> tuple[list[TrajectoryGroup], dict[str, float]]:
+        cfg = self.config
+        rng = random.Random(f"{cfg.seed}/{step}")
+        tasks = rng.sample(self.train_tasks, min(cfg.rollout.prompts_per_step, len(self.train_tasks)))
+        sampler_stats = getattr(self.policy, "stats", None)
+        if sampler_stats is not None:
+            sampler_stats.reset()
+        t0 = time.monotonic()
+        groups = self.loop.run_until_complete(collect_groups(
+            self.scaffold, tasks, self.policy, self.tools, samples_per_prompt=cfg.rollout.samples_per_prompt,
+            step=step, seed=cfg.seed, max_concurrent=cfg.rollout.max_concurrent_trajectories,
+        ))
+        seconds = time.monotonic() - t0
+        sampled = sum(t.num_sampled_tokens for g in groups for t in g.trajectories)
+        stats = {"time/collect_s": seconds, "rollout/tokens_per_s": sampled / max(seconds, 1e-9)}
+        if sampler_stats is not None and sampler_stats.batches:
+            stats["rollout/batch_rows_mean"] = sum(sampler_stats.rows) / len(sampler_stats.rows)
+        return groups, stats
+
+    def score(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
+        async def score_all() -> list[TrajectoryGroup]:
+            scored = []
+            for g in groups:
+                trajs = await asyncio.gather(*(self.rewards.score(g.task, t) for t in g.trajectories))
+                scored.append(TrajectoryGroup(g.task, tuple(trajs)))
+            return scored
+
+        return self.loop.run_until_complete(score_all())
+
+    def credit(self, groups: list[TrajectoryGroup]):
+        t = self.config.trainer
+        return assign_credit(groups, t.advantage, skip_zero_advantage_groups=t.skip_zero_advantage_groups)
+
+    def update(self, samples) -> dict[str, float]:
+        if not samples:
+            return {"train/skipped": 1.0}
+        t0 = time.monotonic()
+        stats = self.learner.update(samples)
+        return {**{f"train/{k}": v for k, v in stats.items()}, "time/update_s": time.monotonic() - t0}
+
+    def sync(self) -> None:
+        self.policy.sync_weights()
+
+    def evaluate(self) -> dict[str, float]:
+        """Held-out success of the current policy (the `eval.temperature` sampling distribution)."""
+        if not self.eval_tasks:
+            return {}
+        t0 = time.monotonic()
+        groups = self.loop.run_until_complete(collect_groups(
+            self.eval_scaffold, self.eval_tasks, self.policy, self.tools,
+            samples_per_prompt=self.config.eval.samples_per_task, step=-1, seed=self.config.seed,
+            max_concurrent=self.config.rollout.max_concurrent_trajectories,
+        ))
+        groups = self.score(groups)
+        primary = self.rewards.names[0]
+        by_scaffold: dict[str, list[float]] = {}
+        for g in groups:
+            for t in g.valid:
+                by_scaffold.setdefault(g.task.scaffold or "all", []).append(success_of(t, primary))
+        everything = [s for v in by_scaffold.values() for s in v]
+        out = {"eval/success": sum(everything) / max(len(everything), 1), "time/eval_s": time.monotonic() - t0}
+        if len(by_scaffold) > 1:
+            out.update({f"eval/success/{k}": sum(v) / len(v) for k, v in by_scaffold.items()})
+        return out
+
+    def log(self, step: int, stats: dict[str, float], progress: TrainProgress,
+            groups: Sequence[TrajectoryGroup] = ()) -> None:
+        self.metrics.log(step, stats)
+        progress.advance(step, stats)
+        if groups:
+            out = self.run_dir / "trajectories" / f"step_{step:06d}.jsonl"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with out.open("w") as f:
+                for g in groups:
+                    for t in g.trajectories:
+                        f.write(json.dumps(trajectory_to_json(t)) + "\n")
+
+    def checkpoint(self, step: int) -> None:
+        cfg = self.config
+        if step % cfg.checkpoint_every_steps == 0 or step == cfg.trainer.steps:
+            save_checkpoint(self.run_dir, self.state, self.model, self.tokenizer, self.learner,
+                            keep=cfg.keep_checkpoints)
+
+    # --- plumbing --------------------------------------------------------------------------------------
+
+    def _should_evaluate(self, step: int) -> bool:
+        every = self.config.eval.every_steps
+        return bool(every) and (step % every == 0 or step == self.config.trainer.steps)
+
+    def _tool_backend(self) -> ToolClient:
+        cfg = self.config
+        if cfg.tool_servers:
+            return ToolClient(list(cfg.tool_servers), token=cfg.tool_server_token)
+        from agentrl.tool_server import create_app
+
+        return ToolClient(app=create_app(list(self.scaffold.toolsets())))
+
+    def close(self) -> None:
+        self.metrics.close()
+        if hasattr(self.policy, "aclose"):
+            self.loop.run_until_complete(self.policy.aclose())
+        self.loop.run_until_complete(self.tools.aclose())
+        self.loop.close()
+
+
+def success_of(trajectory: Any, primary_reward: str) -> float:
+    """An episode succeeds when its primary (first) reward component is 1."""
+    return float(trajectory.reward_components.get(primary_reward, 0.0) >= 1.0)
+
+
+def rollout_metrics(groups: Sequence[TrajectoryGroup], primary_reward: str) -> dict[str, float]:
+    trajs = [t for g in groups for t in g.trajectories]
+    valid = [t for t in trajs if not t.is_infra_failure]
+    n = max(len(valid), 1)
+    stops = Counter(t.stop_reason for t in trajs)
+    out = {
+        "reward/mean": sum(t.reward or 0.0 for t in valid) / n,
+        "success/mean": sum(success_of(t, primary_reward) for t in valid) / n,
+        "tool_calls/mean": sum(t.num_tool_calls for t in valid) / n,
+        "turns/mean": sum(len(t.turns) for t in valid) / n,
+        "sampled_tokens/mean": sum(t.num_sampled_tokens for t in valid) / n,
+        "tokens/mean": sum(len(t.token_ids) for t in valid) / n,
+        "infra_failures": float(len(trajs) - len(valid)),
+    }
+    out.update({f"stop/{r.value}": stops.get(r, 0) / max(len(trajs), 1) for r in StopReason})
+    return out
+
+
+def rewind_logs(run_dir: Path, step: int) -> None:
+    """Drop trajectory logs written after the checkpoint being resumed (the metrics logger rewinds its own
+    records), so the run continues as if never stopped."""
+    for old in (run_dir / "trajectories").glob("step_*.jsonl"):
+        if int(old.stem.split("_")[1]) > step:
+            old.unlink()

@@ -1,0 +1,220 @@
+"""The generic multi-turn tool-calling scaffold (ReAct style), token-exact.
+
+One episode: render the system and user messages with the policy's chat template, then alternate
+  policy turn → parse `<tool_call>` blocks → run the calls (concurrently) → append the results
+until a turn without tool calls (the answer), the turn limit, the token budget, or too many consecutive
+malformed turns. The ids the policy sampled are kept as they are; everything appended between turns is the
+template's rendering of the new messages, tokenized as a delta and loss-masked (see `agentrl/chat.py`).
+Malformed markup never raises: the model is told what was wrong in a user message and may try again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentrl.chat import ChatRenderer, ParsedTurn, assistant_message, parse_tool_calls
+from agentrl.config import RolloutConfig
+from agentrl.protocols import Policy, SamplingParams, ToolBackend, ToolSession
+from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools when they help. Reply with only the final answer."
+
+
+class _EpisodeEnd(Exception):
+    def __init__(self, reason: StopReason, error: str | None = None):
+        super().__init__(reason.value)
+        self.reason, self.error = reason, error
+
+
+class ReactScaffold:
+    """Multi-turn tool use with Qwen/Hermes tool-call markup."""
+
+    name = "react"
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[Any] = (),
+        tasks: Callable[[str], Sequence[Task]] | None = None,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        rewards: Sequence[str] = ("exact_match",),
+        rollout: RolloutConfig | None = None,
+        parallel_tool_calls: bool = True,
+    ):
+        self._tools = list(tools)
+        self._tasks = tasks
+        self.system_prompt = system_prompt
+        self._rewards = tuple(rewards)
+        self.rollout = rollout or RolloutConfig()
+        self.parallel_tool_calls = parallel_tool_calls
+        self._schemas: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        self._task_cache: dict[str, Sequence[Task]] = {}
+
+    # --- what the scaffold owns ------------------------------------------------------------------------
+
+    def tasks(self, split: str) -> Sequence[Task]:
+        if self._tasks is None:
+            return ()
+        if split not in self._task_cache:
+            self._task_cache[split] = self._tasks(split)
+        return self._task_cache[split]
+
+    def toolsets(self) -> Sequence[Any]:
+        return self._tools
+
+    def reward_names(self) -> Sequence[str]:
+        return self._rewards
+
+    def tool_names(self, task: Task | None = None) -> tuple[str, ...] | None:
+        """Tools offered for `task`: its `metadata["tools"]`, else all the scaffold's tools (None = server's)."""
+        if task is not None and task.metadata.get("tools"):
+            return tuple(task.metadata["tools"])
+        names = tuple(getattr(t, "name", None) for t in self._tools)
+        return names if names and all(names) else None
+
+    def initial_messages(self, task: Task) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
+
+    def extract_answer(self, parsed: ParsedTurn) -> str:
+        return parsed.content
+
+    # --- the episode -----------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        task: Task,
+        policy: Policy,
+        tools: ToolBackend,
+        *,
+        group_id: str,
+        trajectory_id: str,
+        seed: int | None = None,
+    ) -> Trajectory:
+        names = self.tool_names(task)
+        key = names or ()
+        if key not in self._schemas:
+            self._schemas[key] = await tools.schemas(names)
+        renderer = ChatRenderer(policy.tokenizer, self._schemas[key])
+        messages = self.initial_messages(task)
+        prompt_ids = renderer.prompt_ids(messages)
+        episode = _Episode(self, task, policy, renderer, messages, prompt_ids, seed)
+        session: ToolSession | None = None
+        try:
+            session = await _open_session(tools, names)
+            reason, answer = await episode.play(session)
+            error = None
+        except _EpisodeEnd as end:
+            reason, answer, error = end.reason, None, end.error
+        finally:
+            if session is not None:
+                try:
+                    await session.close()
+                except Exception:  # closing is best effort; the server also collects idle sessions
+                    pass
+        return Trajectory(
+            task_id=task.id,
+            group_id=group_id,
+            trajectory_id=trajectory_id,
+            prompt_ids=tuple(prompt_ids),
+            turns=tuple(episode.turns),
+            stop_reason=reason,
+            messages=tuple(episode.messages),
+            policy_version=getattr(policy, "version", 0),
+            error=error,
+            answer=answer,
+        )
+
+
+async def _open_session(tools: ToolBackend, names: Sequence[str] | None) -> ToolSession:
+    from agentrl.tool_client import ToolServerError
+
+    try:
+        return await tools.open_session(names)
+    except ToolServerError as e:
+        raise _EpisodeEnd(StopReason.INFRA_ERROR, str(e)) from e
+
+
+class _Episode:
+    """The mutable state of one episode (the records it produces are frozen)."""
+
+    def __init__(self, scaffold, task, policy, renderer, messages, prompt_ids, seed):
+        self.s: ReactScaffold = scaffold
+        self.task, self.policy, self.renderer = task, policy, renderer
+        self.messages: list[dict[str, Any]] = messages
+        self.context: list[int] = list(prompt_ids)
+        self.turns: list[Turn] = []
+        self.seed = seed if seed is not None else zlib.crc32(task.id.encode())
+
+    async def play(self, session: ToolSession) -> tuple[StopReason, str | None]:
+        cfg = self.s.rollout
+        parse_errors = 0
+        for k in range(cfg.max_turns):
+            budget = min(cfg.max_new_tokens_per_turn, cfg.max_tokens_per_episode - len(self.context))
+            if budget <= 0:
+                return StopReason.MAX_TOKENS, None
+            params = SamplingParams(
+                max_new_tokens=budget, temperature=cfg.temperature, top_p=cfg.top_p,
+                stop=() if self.s.parallel_tool_calls else ("</tool_call>",), seed=(self.seed * 1009 + k) % 2**62,
+            )
+            try:
+                completion = await self.policy.generate(self.context, params)
+            except Exception as e:  # the sampler failing is the infrastructure's fault, not the policy's
+                raise _EpisodeEnd(StopReason.INFRA_ERROR, f"policy failed: {type(e).__name__}: {e}") from e
+            parsed = parse_tool_calls(completion.text, id_prefix=f"call_{k}")
+            turn = Turn(tuple(completion.token_ids), tuple(completion.logprobs), tuple(completion.entropies),
+                        completion.text, tool_calls=parsed.tool_calls, parse_error=parsed.error)
+            self.context += completion.token_ids
+            self.messages.append(assistant_message(parsed, completion.text))
+            if completion.finish_reason == "length":
+                self.turns.append(turn)
+                return StopReason.MAX_TOKENS, None
+            sampled_eos = completion.finish_reason == "stop"
+            last = k == cfg.max_turns - 1
+            if parsed.error:
+                parse_errors += 1
+                if parse_errors >= cfg.max_parse_errors:
+                    self.turns.append(turn)
+                    return StopReason.PARSE_ERRORS, None
+                note = {"role": "user", "content": f"Error: {parsed.error}. Write tool calls as <tool_call>\n"
+                        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'}
+                self._append(turn, [note], sampled_eos, feed_back=not last)
+                continue
+            parse_errors = 0
+            if not parsed.tool_calls:
+                self.turns.append(turn)
+                return StopReason.ANSWERED, self.s.extract_answer(parsed)
+            results = await self._call_tools(session, parsed.tool_calls)
+            turn = dataclasses.replace(turn, tool_results=tuple(results))
+            tool_messages = [
+                {"role": "tool", "tool_call_id": c.id, "name": c.name, "content": self._clip(r.text)}
+                for c, r in zip(parsed.tool_calls, results)
+            ]
+            self._append(turn, tool_messages, sampled_eos, feed_back=not last)
+        return StopReason.MAX_TURNS, None
+
+    async def _call_tools(self, session: ToolSession, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        from agentrl.tool_client import ToolServerError
+
+        try:
+            return list(await asyncio.gather(*(session.call(c) for c in calls)))
+        except ToolServerError as e:
+            raise _EpisodeEnd(StopReason.INFRA_ERROR, str(e)) from e
+
+    def _append(self, turn: Turn, new_messages: list[dict[str, Any]], sampled_eos: bool, feed_back: bool) -> None:
+        """Record the turn and the messages after it; their ids only when the policy will see them."""
+        obs: list[int] = []
+        if feed_back:
+            obs = self.renderer.observation_ids(self.messages, new_messages, sampled_eos=sampled_eos)
+            self.context += obs
+        self.messages.extend(new_messages)
+        self.turns.append(dataclasses.replace(turn, observation_ids=tuple(obs)))
+
+    def _clip(self, text: str) -> str:
+        limit = self.s.rollout.max_tool_output_chars
+        if len(text) <= limit:
+            return text
+        return text[:limit] + f"\n[... truncated {len(text) - limit} characters]"

@@ -1,0 +1,165 @@
+"""Rebuild the bundled tiny policy (`agentrl/tiny/policy/`) deterministically.
+
+    python scripts/build_tiny_policy.py                 # about 15 minutes on 2 CPU cores
+    python scripts/build_tiny_policy.py --out /tmp/p    # somewhere else, e.g. to compare with the shipped one
+
+Steps: demonstrations from the imperfect scripted experts on the TRAIN tasks of the code and search scaffolds →
+a byte-level BPE trained on their rendered text → a freshly initialised tiny Qwen2 → SFT on the demonstrations
+→ saved as a transformers checkpoint (weights stored in bf16, loaded as fp32), followed by a short report of
+held-out teacher-forced statistics. Every source of randomness is seeded and the thread count is fixed, so the
+same versions of torch/transformers/trl give the same files.
+
+The experts make mistakes on purpose (`MISTAKE_RATE`): the shipped policy calls its tools often but not always,
+and RL from it has room to raise held-out success.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+THREADS = 2
+SEED = 0
+VOCAB_SIZE = 1024
+HIDDEN_SIZE = 192
+NUM_LAYERS = 4
+MISTAKE_RATE = {"code": 0.5, "search": 0.5}
+"""Probability that an expert demonstration is deliberately wrong, per scaffold."""
+SFT_EPOCHS = 3.0
+SFT_LR = 2e-3
+SFT_BATCH_SIZE = 16
+
+
+def _scaffolds() -> dict[str, tuple[ModuleType, ModuleType]]:
+    """(tasks module, expert module) per bundled scaffold."""
+    from agentrl.scaffolds.code import expert as code_expert
+    from agentrl.scaffolds.code import tasks as code_tasks
+    from agentrl.scaffolds.search import expert as search_expert
+    from agentrl.scaffolds.search import tasks as search_tasks
+
+    return {"code": (code_tasks, code_expert), "search": (search_tasks, search_expert)}
+
+
+def make_deterministic(seed: int) -> None:
+    import torch
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(THREADS)
+    torch.use_deterministic_algorithms(True)
+
+
+def demonstrations(mistake_rate: dict[str, float], seed: int) -> list[dict[str, Any]]:
+    """One expert conversation per training task of each scaffold, with the tool schemas it was rendered with."""
+    out = []
+    for name, (tasks, expert) in _scaffolds().items():
+        rng = random.Random(f"{seed}/{name}")
+        schemas = [t.schema for t in tasks.TOOLS]
+        for task in tasks.tasks("train"):
+            messages = expert.demonstration(task, rng, mistake_rate=mistake_rate[name])
+            out.append({"messages": messages, "tools": schemas, "scaffold": name})
+    return out
+
+
+def save_policy(model: Any, tokenizer: Any, out_dir: Path) -> None:
+    """Write the checkpoint: bf16 weights (half the bytes) under a config that loads them as fp32."""
+    import torch
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.iterdir():
+        if stale.is_file():
+            stale.unlink()
+    model.to(torch.bfloat16)
+    model.config.use_cache = True
+    model.save_pretrained(out_dir)
+    model.to(torch.float32)
+    config = json.loads((out_dir / "config.json").read_text())
+    config["dtype"] = "float32"
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tokenizer.save_pretrained(out_dir)
+
+
+def heldout_report(out_dir: Path) -> dict[str, dict[str, float]]:
+    """Teacher-forced statistics of the saved policy on perfect held-out demonstrations, per scaffold.
+
+    `p_tool_first`: probability of opening the first turn with `<tool_call>`; `arg_accuracy`: greedy next-token
+    accuracy inside the tool-call arguments (copying numbers and names). Rollout success needs the runtime and
+    is measured with `agentrl eval --model <out_dir>`.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(out_dir)
+    model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
+    tool_call_id = tokenizer.convert_tokens_to_ids("<tool_call>")
+    report = {}
+    for name, (tasks, expert) in _scaffolds().items():
+        schemas = [t.schema for t in tasks.TOOLS]
+        p_first, correct, total = [], 0, 0
+        for task in tasks.tasks("test")[:100]:
+            messages = expert.demonstration(task, random.Random(0), mistake_rate=0.0)
+            prompt = tokenizer.apply_chat_template(messages[:2], tools=schemas, add_generation_prompt=True)
+            full = tokenizer.apply_chat_template(messages[:3], tools=schemas)
+            with torch.no_grad():
+                logits = model(torch.tensor([full])).logits[0]
+            p_first.append(logits[len(prompt) - 1].softmax(-1)[tool_call_id].item())
+            # the arguments sit between the first '{"' after the prompt and the closing </tool_call>
+            span = range(len(prompt) + 1, full.index(tokenizer.convert_tokens_to_ids("</tool_call>"), len(prompt)))
+            correct += sum(int(logits[i - 1].argmax() == full[i]) for i in span)
+            total += len(span)
+        report[name] = {"p_tool_first": sum(p_first) / len(p_first), "arg_accuracy": correct / total}
+    return report
+
+
+def build(out_dir: Path, *, mistake_rate: dict[str, float], epochs: float, lr: float, seed: int = SEED) -> None:
+    from agentrl.sft import run_sft
+    from agentrl.tiny.model import tiny_qwen2, tiny_qwen2_config
+    from agentrl.tiny.tokenizer import render, train_tokenizer
+
+    make_deterministic(seed)
+    start = time.perf_counter()
+    demos = demonstrations(mistake_rate, seed)
+    tokenizer = train_tokenizer((render(d["messages"], d["tools"]) for d in demos), vocab_size=VOCAB_SIZE)
+    config = tiny_qwen2_config(len(tokenizer), hidden_size=HIDDEN_SIZE, num_hidden_layers=NUM_LAYERS)
+    model = tiny_qwen2(config, seed=seed)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"{len(demos)} demonstrations, vocabulary {len(tokenizer)}, {params / 1e6:.2f}M parameters", flush=True)
+    conversations = [{"messages": d["messages"], "tools": d["tools"]} for d in demos]
+    with tempfile.TemporaryDirectory() as scratch:
+        metrics = run_sft(
+            model, tokenizer, conversations, output_dir=scratch,
+            epochs=epochs, lr=lr, batch_size=SFT_BATCH_SIZE, seed=seed, logging_steps=50,
+        )
+    save_policy(model, tokenizer, out_dir)
+    size_mb = sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6
+    print(f"SFT loss {metrics['train_loss']:.4f}; saved {size_mb:.1f} MB to {out_dir}", flush=True)
+    for name, stats in heldout_report(out_dir).items():
+        print(f"held-out {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in stats.items()))
+    print(f"built in {(time.perf_counter() - start) / 60:.1f} min")
+
+
+def main(argv: list[str] | None = None) -> None:
+    from agentrl.tiny import POLICY_DIR
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=POLICY_DIR, help="checkpoint directory to (over)write")
+    parser.add_argument("--epochs", type=float, default=SFT_EPOCHS)
+    parser.add_argument("--lr", type=float, default=SFT_LR)
+    parser.add_argument("--code-mistake-rate", type=float, default=MISTAKE_RATE["code"])
+    parser.add_argument("--search-mistake-rate", type=float, default=MISTAKE_RATE["search"])
+    args = parser.parse_args(argv)
+    rates = {"code": args.code_mistake_rate, "search": args.search_mistake_rate}
+    build(args.out, mistake_rate=rates, epochs=args.epochs, lr=args.lr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

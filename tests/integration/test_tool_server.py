@@ -1,0 +1,441 @@
+"""The tool server over real HTTP on loopback (uvicorn), and the same scenarios in-process (ASGI transport)."""
+
+import asyncio
+import re
+import socket
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+from typing import Annotated, ClassVar
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agentrl.testing import ECHO_STAMP, Counter, serve_in_thread
+from agentrl.tool import tool
+from agentrl.tool_client import SessionNotFound, ToolClient, ToolServerError, ToolServerUnavailable
+from agentrl.tool_server import create_app
+from agentrl.types import ToolCall
+
+pytestmark = pytest.mark.integration
+
+TOOLSETS = ["agentrl.testing", "agentrl.testing:Counter"]
+
+
+class Sleeper:
+    """Slow tools with per-session state, to make calls overlap and observe how many did."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.active = 0
+        self.peak = 0
+
+    @tool
+    async def nap(self, seconds: Annotated[float, "How long to sleep."]) -> int:
+        """Sleep, then count the run."""
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self.active -= 1
+        self.runs += 1
+        return self.runs
+
+    @tool
+    def runs_so_far(self) -> int:
+        """How many naps finished in this session."""
+        return self.runs
+
+    @tool
+    def peak_overlap(self) -> int:
+        """The most naps that ran at once in this session."""
+        return self.peak
+
+
+class SerialSleeper(Sleeper):
+    """A Sleeper whose calls run one at a time per session."""
+
+    serial = True
+
+
+class Lifecycle:
+    """Records setup, fork and close."""
+
+    setups: ClassVar[int] = 0
+    closed: ClassVar[list[str]] = []
+
+    def __init__(self, label: str = "original") -> None:
+        self.label = label
+
+    @classmethod
+    def setup(cls) -> None:
+        cls.setups += 1
+
+    @tool
+    def label_of(self) -> str:
+        """The instance's label."""
+        return self.label
+
+    def fork(self) -> "Lifecycle":
+        return Lifecycle(f"fork of {self.label}")
+
+    async def close(self) -> None:
+        Lifecycle.closed.append(self.label)
+
+
+def call(name: str, call_id: str, **arguments: object) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of the first sample of `name` with `labels` in Prometheus text, 0 when absent."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
+
+
+@pytest.fixture
+def server_url() -> Iterator[str]:
+    with serve_in_thread(create_app([*TOOLSETS, Sleeper])) as url:
+        yield url
+
+
+@pytest.fixture(params=["http", "asgi"])
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[ToolClient]:
+    """The same client over a real uvicorn server and over the in-process ASGI transport."""
+    with ExitStack() as stack:
+        app = create_app([*TOOLSETS, Sleeper])
+        if request.param == "http":
+            tools = ToolClient(stack.enter_context(serve_in_thread(app)))
+        else:
+            tools = ToolClient(app=app)
+        async with tools:
+            yield tools
+
+
+async def test_health_and_schemas(client: ToolClient) -> None:
+    assert await client.health() == [{"status": "ok", "tools": 6, "sessions": 0}]
+    names = [s["function"]["name"] for s in await client.schemas()]
+    assert names == ["echo", "increment", "value", "nap", "runs_so_far", "peak_overlap"]
+    only = await client.schemas(["echo"])
+    assert only[0]["function"]["parameters"]["required"] == ["text"]
+    assert len(only) == 1
+
+
+async def test_stamped_echo_round_trip(client: ToolClient) -> None:
+    session = await client.open_session(["echo"])
+    result = await session.call(call("echo", "c1", text="hello"))
+    assert result.content == f"echo[{ECHO_STAMP}]: hello"
+    assert result.call_id == "c1" and not result.is_error
+    assert (await client.health())[0]["sessions"] == 1
+    await session.close()
+    assert (await client.health())[0]["sessions"] == 0
+
+
+async def test_errors_are_results(client: ToolClient) -> None:
+    session = await client.open_session(["echo", "increment"])
+    unknown = await session.call(call("nope", "u"))
+    assert unknown.is_error and unknown.error_type == "not_found" and "nope" in unknown.content
+    not_enabled = await session.call(call("value", "v"))
+    assert not_enabled.error_type == "not_found" and "not enabled" in not_enabled.content
+    bad = await session.call(call("increment", "b", by="lots"))
+    assert bad.error_type == "bad_arguments" and "field 'by'" in bad.content
+    missing = await session.call(call("echo", "m"))
+    assert missing.error_type == "bad_arguments" and "field 'text': Field required" in missing.content
+
+
+async def test_unknown_tools_in_session_request_are_rejected(client: ToolClient) -> None:
+    with pytest.raises(ToolServerError, match="unknown tools: nope") as raised:
+        await client.open_session(["echo", "nope"])
+    assert raised.value.status_code == 400
+
+
+async def test_repeated_call_id_runs_once(client: ToolClient) -> None:
+    session = await client.open_session()
+    first = await session.call(call("increment", "same", by=2))
+    again = await session.call(call("increment", "same", by=2))
+    assert first.content == again.content == "2"
+    assert (await session.call(call("value", "v1"))).content == "2"
+
+
+async def test_concurrent_duplicates_share_the_running_call(client: ToolClient) -> None:
+    session = await client.open_session(["nap", "runs_so_far"])
+    results = await asyncio.gather(*(session.call(call("nap", "dup", seconds=0.3)) for _ in range(3)))
+    assert [r.content for r in results] == ["1", "1", "1"]
+    assert (await session.call(call("runs_so_far", "r"))).content == "1"
+
+
+async def test_calls_of_one_session_run_in_parallel(client: ToolClient) -> None:
+    session = await client.open_session(["nap", "peak_overlap"])
+    results = await asyncio.gather(*(session.call(call("nap", f"p{i}", seconds=0.5)) for i in range(4)))
+    assert sorted(r.content for r in results) == ["1", "2", "3", "4"]
+    assert (await session.call(call("peak_overlap", "peak"))).content == "4"
+
+
+async def test_fork_copies_state_then_diverges(client: ToolClient) -> None:
+    original = await client.open_session(["increment", "value"])
+    await original.call(call("increment", "a", by=3))
+    fork = await original.fork()
+    assert fork.session_id != original.session_id
+    assert (await fork.call(call("value", "b"))).content == "3"
+    await original.call(call("increment", "c", by=1))
+    await fork.call(call("increment", "c", by=10))  # call ids are per session: this one runs
+    assert (await original.call(call("value", "d"))).content == "4"
+    assert (await fork.call(call("value", "d"))).content == "13"
+    enabled = await fork.call(call("echo", "e", text="x"))
+    assert enabled.error_type == "not_found"  # a fork keeps its parent's tool subset
+
+
+async def test_sessions_are_independent(client: ToolClient) -> None:
+    first, second = await client.open_session(), await client.open_session()
+    await first.call(call("increment", "x", by=5))
+    assert (await second.call(call("value", "x"))).content == "0"
+
+
+async def test_closed_session_is_a_clear_error(client: ToolClient) -> None:
+    session = await client.open_session()
+    await session.close()
+    await session.close()  # idempotent
+    with pytest.raises(SessionNotFound, match="unknown session"):
+        await session.call(call("echo", "after", text="x"))
+    with pytest.raises(SessionNotFound):
+        await session.fork()
+
+
+async def test_metrics_count_calls_and_errors(client: ToolClient) -> None:
+    session = await client.open_session()
+    await session.call(call("echo", "1", text="a"))
+    await session.call(call("echo", "1", text="a"))  # a replay is not a second call
+    await session.call(call("echo", "2", text="b"))
+    await session.call(call("increment", "3", by="x"))
+    response = await client._servers[0].get("/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert metric(text, "agentrl_tool_calls_total", tool="echo") == 2
+    assert metric(text, "agentrl_tool_errors_total", tool="increment", error_type="bad_arguments") == 1
+    assert metric(text, "agentrl_tool_call_seconds_count", tool="echo") == 2
+    assert metric(text, "agentrl_tool_sessions_active") == 1
+
+
+async def test_malformed_requests_are_4xx(client: ToolClient) -> None:
+    http = client._servers[0]
+    session_id = (await http.post("/sessions")).json()["session_id"]
+    no_name = await http.post(f"/sessions/{session_id}/call", json={"arguments": {}})
+    assert no_name.status_code == 422 and "name" in no_name.text
+    not_json = await http.post(
+        f"/sessions/{session_id}/call", content=b"{nope", headers={"content-type": "application/json"}
+    )
+    assert not_json.status_code == 422
+    gone = await http.delete("/sessions/does-not-exist")
+    assert gone.status_code == 404 and "does-not-exist" in gone.json()["detail"]
+    string_arguments = await http.post(
+        f"/sessions/{session_id}/call", json={"name": "echo", "arguments": '{"text": "s"}'}
+    )
+    assert string_arguments.json()["content"] == f"echo[{ECHO_STAMP}]: s"
+
+
+async def test_token_auth() -> None:
+    with serve_in_thread(create_app(TOOLSETS, token="s3cret")) as url:
+        async with httpx.AsyncClient(base_url=url) as raw:
+            assert (await raw.get("/health")).status_code == 200
+            for method, path in [("GET", "/tools"), ("GET", "/metrics"), ("POST", "/sessions")]:
+                assert (await raw.request(method, path)).status_code == 401
+            wrong = await raw.get("/tools", headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+        async with ToolClient(url) as anonymous:
+            with pytest.raises(ToolServerError) as raised:
+                await anonymous.open_session()
+            assert raised.value.status_code == 401
+        async with ToolClient(url, token="s3cret") as tools:
+            session = await tools.open_session(["echo"])
+            assert (await session.call(call("echo", "t", text="ok"))).content == f"echo[{ECHO_STAMP}]: ok"
+
+
+async def test_sticky_routing_over_two_servers() -> None:
+    with serve_in_thread(create_app(TOOLSETS)) as url_a, serve_in_thread(create_app(TOOLSETS)) as url_b:
+        async with ToolClient([url_a, url_b]) as tools:
+            sessions = await asyncio.gather(*(tools.open_session() for _ in range(6)))
+            by_server = {
+                url: [s for s in sessions if s.base_url.rstrip("/") == url] for url in (url_a, url_b)
+            }
+            assert [len(v) for v in by_server.values()] == [3, 3]
+            assert [h["sessions"] for h in await tools.health()] == [3, 3]
+            for count, (url, group) in enumerate(by_server.items(), start=1):
+                for session in group:
+                    for k in range(count):
+                        await session.call(call("increment", f"i{k}"))
+                    assert (await session.call(call("value", "v"))).content == str(count)
+            async with httpx.AsyncClient() as raw:
+                for url, expected in ((url_a, 3), (url_b, 6)):
+                    text = (await raw.get(f"{url}/metrics")).text
+                    assert metric(text, "agentrl_tool_calls_total", tool="increment") == expected
+            forks = [await s.fork() for s in by_server[url_a]]
+            assert all(f.base_url == by_server[url_a][0].base_url for f in forks)
+            assert [h["sessions"] for h in await tools.health()] == [6, 3]
+
+
+async def test_retry_waits_for_a_server_that_starts_late() -> None:
+    port = free_port()
+    with ExitStack() as stack:
+
+        async def start_late() -> None:
+            await asyncio.sleep(0.4)
+            await asyncio.to_thread(stack.enter_context, serve_in_thread(create_app(TOOLSETS), port=port))
+
+        async with ToolClient(f"http://127.0.0.1:{port}", retries=6, backoff_s=0.1) as tools:
+            session, _ = await asyncio.gather(tools.open_session(["echo"]), start_late())
+            assert (await session.call(call("echo", "late", text="x"))).content == f"echo[{ECHO_STAMP}]: x"
+
+
+async def test_unreachable_server_raises_tool_server_unavailable() -> None:
+    async with ToolClient(f"http://127.0.0.1:{free_port()}", retries=2, backoff_s=0.01) as tools:
+        with pytest.raises(ToolServerUnavailable, match="unreachable after 3 attempts"):
+            await tools.open_session()
+
+
+async def test_session_limit() -> None:
+    async with ToolClient(app=create_app(TOOLSETS, max_sessions=1), retries=1, backoff_s=0.01) as tools:
+        first = await tools.open_session()
+        with pytest.raises(ToolServerUnavailable, match="session limit reached"):
+            await tools.open_session()
+        await first.close()
+        await tools.open_session()
+
+
+class DroppingProxy:
+    """A TCP proxy that forwards a request matching `marker` but hangs up instead of relaying its response.
+
+    The server runs the request; the client sees the connection close and must retry.
+    """
+
+    def __init__(self, upstream_port: int, marker: bytes, drops: int = 1) -> None:
+        self.upstream_port = upstream_port
+        self.marker = marker
+        self.drops = drops
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        dropping = False
+
+        async def forward_requests() -> None:
+            nonlocal dropping
+            while data := await reader.read(65536):
+                if self.marker in data and self.drops > 0:
+                    self.drops -= 1
+                    dropping = True
+                upstream_writer.write(data)
+                await upstream_writer.drain()
+
+        async def forward_responses() -> None:
+            while data := await upstream_reader.read(65536):
+                if dropping:
+                    break
+                writer.write(data)
+                await writer.drain()
+            writer.close()
+            upstream_writer.close()
+
+        await asyncio.gather(forward_requests(), forward_responses(), return_exceptions=True)
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+async def test_call_retry_after_lost_response_keeps_call_id(server_url: str) -> None:
+    proxy = DroppingProxy(int(server_url.rsplit(":", 1)[1]), marker=b"/call", drops=1)
+    proxy_url = await proxy.start()
+    try:
+        async with ToolClient(proxy_url, retries=3, backoff_s=0.05) as tools:
+            session = await tools.open_session(["increment", "value"])
+            result = await session.call(call("increment", "once", by=7))
+            assert proxy.drops == 0  # the first response really was lost
+            assert result.content == "7" and result.call_id == "once"
+            assert (await session.call(call("value", "check"))).content == "7"
+        async with httpx.AsyncClient() as raw:
+            text = (await raw.get(f"{server_url}/metrics")).text
+        assert metric(text, "agentrl_tool_calls_total", tool="increment") == 1
+    finally:
+        await proxy.close()
+
+
+async def test_serial_toolset_runs_one_call_at_a_time() -> None:
+    async with ToolClient(app=create_app([SerialSleeper])) as tools:
+        session = await tools.open_session()
+        await asyncio.gather(*(session.call(call("nap", f"s{i}", seconds=0.05)) for i in range(3)))
+        assert (await session.call(call("runs_so_far", "r"))).content == "3"
+        assert (await session.call(call("peak_overlap", "p"))).content == "1"
+
+
+@pytest.mark.parametrize("transport", ["http", "asgi"])
+async def test_lifecycle_setup_once_fork_hook_and_close(transport: str) -> None:
+    Lifecycle.setups, Lifecycle.closed = 0, []
+    app = create_app([Lifecycle, Counter])
+    with ExitStack() as stack:
+        tools = (
+            ToolClient(stack.enter_context(serve_in_thread(app)))
+            if transport == "http"
+            else ToolClient(app=app)
+        )
+        async with tools:
+            first = await tools.open_session()
+            second = await tools.open_session()
+            assert Lifecycle.setups == 1
+            fork = await first.fork()
+            assert (await fork.call(call("label_of", "l"))).content == "fork of original"
+            assert (await second.call(call("label_of", "l"))).content == "original"
+            await fork.close()
+            assert Lifecycle.closed == ["fork of original"]
+            counter_only = await tools.open_session(["increment"])
+            await counter_only.close()
+            assert Lifecycle.closed == ["fork of original"]  # the session never made a Lifecycle
+    assert sorted(Lifecycle.closed) == ["fork of original", "original", "original"]
+
+
+def test_duplicate_tool_names_are_rejected() -> None:
+    with pytest.raises(ValueError, match="'echo' is defined by both"):
+
+        @tool(name="echo")
+        def other_echo(text: Annotated[str, "Text."]) -> str:
+            """Another echo."""
+            return text
+
+        create_app(["agentrl.testing", other_echo])
+
+
+def test_dotted_path_forms_resolve() -> None:
+    for spec in ("agentrl.testing.Counter", "agentrl.testing:Counter"):
+        assert create_app([spec]).state.tool_server.tools.keys() == {"increment", "value"}
+    with pytest.raises(ImportError):
+        create_app(["agentrl.testing:Nothing"])
+
+
+async def test_serve_in_a_subprocess() -> None:
+    port = free_port()
+    toolsets = ["agentrl.testing", "agentrl.testing:Counter"]
+    code = f"from agentrl.tool_server import serve; serve({toolsets!r}, port={port}, token='tok', log_level='warning')"
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
+    try:
+        async with ToolClient(f"http://127.0.0.1:{port}", token="tok", retries=8, backoff_s=0.1) as tools:
+            session = await tools.open_session(["echo"])
+            result = await session.call(call("echo", "sub", text="hi"))
+            assert re.fullmatch(r"echo\[[0-9a-f]{16}\]: hi", result.content)
+            assert ECHO_STAMP not in result.content  # another process, another stamp
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), timeout=10)

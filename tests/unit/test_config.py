@@ -1,0 +1,67 @@
+"""Config: defaults ← TOML ← dotted overrides, with clear errors; every field documented."""
+
+import dataclasses
+
+import pytest
+
+from agentrl.config import ConfigError, RunConfig, dump_toml, field_docs, load_config
+
+pytestmark = pytest.mark.unit
+
+
+def test_defaults_are_valid_and_derived_values_computed():
+    cfg = load_config()
+    assert cfg == RunConfig()
+    assert cfg.rollout.trajectories_per_step == cfg.rollout.prompts_per_step * cfg.rollout.samples_per_prompt
+
+
+def test_toml_then_overrides(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('scaffold = "code"\n[trainer]\nlr = 1e-5\nsteps = 3\n[rollout]\nsamples_per_prompt = 4\n')
+    cfg = load_config(path, ["trainer.lr=3e-6", "rewards=exact_match,f1:0", "policy.lora_rank=8"])
+    assert cfg.scaffold == "code"
+    assert cfg.trainer.lr == 3e-6 and cfg.trainer.steps == 3
+    assert cfg.rollout.samples_per_prompt == 4
+    assert cfg.rewards == ("exact_match", "f1:0")
+    assert cfg.policy.lora_rank == 8
+
+
+def test_optional_and_bool_and_int_to_float():
+    cfg = load_config(None, ["trainer.max_minutes=10", "tensorboard=false", "trainer.lr=1"])
+    assert cfg.trainer.max_minutes == 10.0 and cfg.tensorboard is False and cfg.trainer.lr == 1.0
+    assert load_config(None, ["trainer.max_minutes=none"]).trainer.max_minutes is None
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.lrr=1", "unknown config key 'trainer.lrr'"),
+        ("rollout.max_turns=many", "rollout.max_turns expects int"),
+        ("rollout.samples_per_prompt=1", "samples_per_prompt must be >= 2"),
+        ("trainer=3", "is a section"),
+        ("noequals", "key=value"),
+    ],
+)
+def test_bad_values_fail_with_a_message(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
+
+
+def test_round_trip_through_toml(tmp_path):
+    cfg = load_config(None, ["trainer.max_minutes=7.5", "rewards=exact_match", "name=x", "trainer.betas=[0.8, 0.9]"])
+    path = tmp_path / "c.toml"
+    path.write_text(dump_toml(cfg))
+    assert load_config(path) == cfg
+
+
+def test_every_field_has_help():
+    rows = field_docs(RunConfig)
+    assert len(rows) > 40
+    undocumented = [name for name, _, doc in rows if not doc]
+    assert undocumented == []
+
+
+def test_configs_are_frozen():
+    cfg = RunConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.seed = 3  # type: ignore[misc]
