@@ -105,7 +105,9 @@ def sft(
 
     conversations = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
     model_obj, tokenizer = load_model_and_tokenizer(PolicyConfig(model=model))
-    settings = SFTSettings(epochs=epochs, lr=lr)
+    import torch
+
+    settings = SFTSettings(epochs=epochs, lr=lr, use_cpu=not torch.cuda.is_available())
     metrics = run_sft(model_obj, tokenizer, conversations, output_dir=str(output), settings=settings)
     model_obj.save_pretrained(output)
     tokenizer.save_pretrained(output)

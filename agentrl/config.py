@@ -89,7 +89,7 @@ class RolloutConfig:
 class TrainerConfig:
     """The learner: advantages, loss and optimisation."""
 
-    steps: int = 60
+    steps: int = 100
     """Training steps (one collect → update cycle each)."""
     max_minutes: float | None = None
     """Stop after this much wall time (checked between steps); None = no limit."""
@@ -145,6 +145,12 @@ class RunConfig:
 
     scaffold: str = "code+search"
     """Scaffold by registry name or dotted path; `a+b` mixes the tasks of several scaffolds."""
+    tools: tuple[str, ...] = ()
+    """Toolsets for the `react` scaffold: import paths of modules, classes or @tool functions."""
+    tasks: str | None = None
+    """JSONL or Parquet file of tasks (`prompt`, `answer`, optional `id`, `split`) for the `react` scaffold."""
+    system_prompt: str | None = None
+    """System prompt for the `react` scaffold (default: a short generic one)."""
     rewards: tuple[str, ...] = ()
     """Reward names or dotted paths, optionally `name:weight`; empty = each scaffold's defaults."""
     name: str | None = None
@@ -289,8 +295,6 @@ def _parse_value(raw: str) -> Any:
     except tomllib.TOMLDecodeError:
         if raw.lower() in ("none", "null"):
             return None
-        if "," in raw and not raw.startswith(("[", "{")):
-            return [part.strip() for part in raw.split(",") if part.strip()]
         return raw
 
 
@@ -308,8 +312,8 @@ def _coerce(value: Any, hint: Any, name: str) -> Any:
                 errors.append(str(e))
         raise ConfigError(errors[0])
     if origin is tuple:
-        if isinstance(value, str):
-            value = [value] if value else []
+        if isinstance(value, str):  # `a,b` on the command line
+            value = [part.strip() for part in value.split(",") if part.strip()]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{name} expects a list, got {value!r}")
         item_type = args[0] if args else Any

@@ -47,6 +47,8 @@ class SFTSettings:
     """Record the training loss every this many optimizer steps."""
     use_cpu: bool = True
     """Train on the CPU even when an accelerator is present (the tiny policy is faster there)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, more time (for large models)."""
 
 
 def run_sft(
@@ -81,7 +83,7 @@ def run_sft(
         packing=False,
         seed=settings.seed,
         data_seed=settings.seed,
-        full_determinism=True,
+        gradient_checkpointing=settings.gradient_checkpointing,
         use_cpu=settings.use_cpu,
         bf16=False,
         fp16=False,

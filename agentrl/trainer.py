@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
-from agentrl.config import RunConfig, dump_toml, load_config
+from agentrl.config import ConfigError, RunConfig, dump_toml, load_config
 from agentrl.credit import assign_credit
 from agentrl.learner import Learner
 from agentrl.metrics import MetricsLogger
@@ -49,9 +49,9 @@ class Trainer:
         self.loop = asyncio.new_event_loop()
         random.seed(config.seed)
         torch.manual_seed(config.seed)
-        self.scaffold = load_scaffold(config.scaffold, config.rollout)
+        self.scaffold = build_scaffold(config, config.rollout)
         eval_rollout = dataclasses.replace(config.rollout, temperature=config.eval.temperature)
-        self.eval_scaffold = load_scaffold(config.scaffold, eval_rollout)
+        self.eval_scaffold = build_scaffold(config, eval_rollout)
         self.train_tasks = list(self.scaffold.tasks("train"))
         self.eval_tasks = list(self.eval_scaffold.tasks("test"))[: config.eval.max_tasks]
         if not self.train_tasks:
@@ -60,7 +60,7 @@ class Trainer:
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
         self.policy = build_policy(config.policy, self.model, self.tokenizer)
         self.learner = Learner(self.model, config.trainer, pad_token_id=self.tokenizer.pad_token_id,
-                               temperature=config.rollout.temperature)
+                               ref_model=self._reference_model(), temperature=config.rollout.temperature)
         self.tools = self._tool_backend()
         self.state = TrainerState(step=0, wall_s=0.0, policy_version=0)
         if resume and (ckpt := latest_checkpoint(run_dir)) is not None:
@@ -200,6 +200,16 @@ class Trainer:
         every = self.config.eval.every_steps
         return bool(every) and (step % every == 0 or step == self.config.trainer.steps)
 
+    def _reference_model(self) -> Any:
+        """A frozen copy of the initial policy for the KL term (LoRA runs use the base model instead)."""
+        if self.config.trainer.kl_coef <= 0 or self.config.policy.lora_rank > 0:
+            return None
+        import copy
+
+        reference = copy.deepcopy(self.model).eval()
+        reference.requires_grad_(False)
+        return reference
+
     def _tool_backend(self) -> ToolClient:
         cfg = self.config
         if cfg.tool_servers:
@@ -214,6 +224,22 @@ class Trainer:
             self.loop.run_until_complete(self.policy.aclose())
         self.loop.run_until_complete(self.tools.aclose())
         self.loop.close()
+
+
+def build_scaffold(config: RunConfig, rollout: Any) -> Any:
+    """The configured scaffold; `tools`, `tasks` and `system_prompt` configure the generic `react` one."""
+    if not (config.tools or config.tasks or config.system_prompt):
+        return load_scaffold(config.scaffold, rollout)
+    if config.scaffold != "react":
+        raise ConfigError("tools, tasks and system_prompt configure the react scaffold; set scaffold=react")
+    from agentrl.registry import TOOLSETS, import_path
+    from agentrl.scaffolds.react import DEFAULT_SYSTEM_PROMPT, ReactScaffold
+    from agentrl.tasks import task_source
+
+    tools = [import_path(TOOLSETS.get(spec, spec)) for spec in config.tools]
+    return ReactScaffold(tools=tools, tasks=task_source(config.tasks) if config.tasks else None,
+                         system_prompt=config.system_prompt or DEFAULT_SYSTEM_PROMPT,
+                         rewards=config.rewards or ("exact_match",), rollout=rollout)
 
 
 def success_of(trajectory: Any, primary_reward: str) -> float:

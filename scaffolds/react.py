@@ -18,6 +18,7 @@ from typing import Any
 
 from agentrl.chat import ChatRenderer, ParsedTurn, assistant_message, parse_tool_calls
 from agentrl.config import RolloutConfig
+from agentrl.tool import collect_tools
 from agentrl.protocols import Policy, SamplingParams, ToolBackend, ToolSession
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
 
@@ -38,7 +39,7 @@ class ReactScaffold:
     def __init__(
         self,
         *,
-        tools: Sequence[Any] = (),
+        tools: Sequence[Any] = (),  # toolset specs: @tool functions, modules, toolset classes
         tasks: Callable[[str], Sequence[Task]] | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         rewards: Sequence[str] = ("exact_match",),
@@ -46,6 +47,7 @@ class ReactScaffold:
         parallel_tool_calls: bool = True,
     ):
         self._tools = list(tools)
+        self._tool_names = tuple(t.name for spec in self._tools for t in collect_tools(spec)) or None
         self._tasks = tasks
         self.system_prompt = system_prompt
         self._rewards = tuple(rewards)
@@ -73,8 +75,7 @@ class ReactScaffold:
         """Tools offered for `task`: its `metadata["tools"]`, else all the scaffold's tools (None = server's)."""
         if task is not None and task.metadata.get("tools"):
             return tuple(task.metadata["tools"])
-        names = tuple(getattr(t, "name", None) for t in self._tools)
-        return names if names and all(names) else None
+        return self._tool_names
 
     def initial_messages(self, task: Task) -> list[dict[str, Any]]:
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]

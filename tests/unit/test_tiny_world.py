@@ -167,5 +167,6 @@ def test_shipped_policy_loads_with_short_prompts():
     for tasks, _ in SCAFFOLDS.values():
         messages = [{"role": "system", "content": tasks.SYSTEM_PROMPT}, {"role": "user", "content": ""}]
         messages[1]["content"] = max((t.prompt for t in tasks.tasks("test")), key=len)
-        ids = tokenizer.apply_chat_template(messages, tools=[t.schema for t in tasks.TOOLS], add_generation_prompt=True)
+        schemas = [t.schema for t in tasks.TOOLS]
+        ids = tokenizer.apply_chat_template(messages, tools=schemas, add_generation_prompt=True, return_dict=False)
         assert len(ids) <= 260
