@@ -15,13 +15,14 @@ _KNOWN = {"id", "prompt", "question", "answer", "split"}
 
 
 def load_task_file(path: str | Path) -> list[Task]:
-    from datasets import load_dataset
+    import datasets
 
+    datasets.disable_progress_bars()
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"task file {path} does not exist")
     kind = "parquet" if path.suffix == ".parquet" else "json"
-    rows = load_dataset(kind, data_files=str(path), split="train")
+    rows = datasets.load_dataset(kind, data_files=str(path), split="train")
     tasks = []
     for i, row in enumerate(rows):
         prompt = row.get("prompt") or row.get("question")
