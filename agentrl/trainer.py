@@ -97,13 +97,15 @@ class Trainer:
                 self.sync()
                 stats = {**collect_stats, **rollout_metrics(groups, self.rewards.names[0]), **credit_stats,
                          **update_stats, "time/step_s": time.monotonic() - t0}
-                if self._should_evaluate(step):
+                limit_s = 60 * cfg.trainer.max_minutes if cfg.trainer.max_minutes is not None else float("inf")
+                out_of_time = time.monotonic() - started > limit_s
+                if self._should_evaluate(step) or (out_of_time and cfg.eval.every_steps):
                     stats.update(self.evaluate())
                 self.state = TrainerState(step, time.monotonic() - started, self.policy.version)
                 self.log(step, stats, progress, groups)
-                self.checkpoint(step)
+                self.checkpoint(step, force=out_of_time)
                 last = stats
-                if cfg.trainer.max_minutes is not None and self.state.wall_s > 60 * cfg.trainer.max_minutes:
+                if out_of_time:
                     progress.log(f"stopping after {self.state.wall_s / 60:.1f} min (trainer.max_minutes)")
                     break
         self.close()
@@ -188,9 +190,9 @@ class Trainer:
                     for t in g.trajectories:
                         f.write(json.dumps(trajectory_to_json(t)) + "\n")
 
-    def checkpoint(self, step: int) -> None:
+    def checkpoint(self, step: int, *, force: bool = False) -> None:
         cfg = self.config
-        if step % cfg.checkpoint_every_steps == 0 or step == cfg.trainer.steps:
+        if force or step % cfg.checkpoint_every_steps == 0 or step == cfg.trainer.steps:
             save_checkpoint(self.run_dir, self.state, self.model, self.tokenizer, self.learner,
                             keep=cfg.keep_checkpoints)
 
