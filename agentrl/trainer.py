@@ -83,33 +83,39 @@ class Trainer:
         (self.run_dir / "config.toml").write_text(dump_toml(cfg))
         started = time.monotonic() - self.state.wall_s
         last: dict[str, float] = {}
-        with TrainProgress(cfg.trainer.steps, enabled=cfg.progress, start_step=self.state.step) as progress:
-            if self.state.step == 0 and cfg.eval.every_steps:
-                last = self.evaluate()
-                self.log(0, last, progress)
-            while self.state.step < cfg.trainer.steps:
-                step = self.state.step + 1
-                t0 = time.monotonic()
-                groups, collect_stats = self.collect(step)
-                groups = self.score(groups)
-                samples, credit_stats = self.credit(groups)
-                update_stats = self.update(samples)
-                self.sync()
-                stats = {**collect_stats, **rollout_metrics(groups, self.rewards.names[0]), **credit_stats,
-                         **update_stats, "time/step_s": time.monotonic() - t0}
-                limit_s = 60 * cfg.trainer.max_minutes if cfg.trainer.max_minutes is not None else float("inf")
-                out_of_time = time.monotonic() - started > limit_s
-                if self._should_evaluate(step) or (out_of_time and cfg.eval.every_steps):
-                    stats.update(self.evaluate())
-                self.state = TrainerState(step, time.monotonic() - started, self.policy.version)
-                self.log(step, stats, progress, groups)
-                self.checkpoint(step, force=out_of_time)
-                last = stats
-                if out_of_time:
-                    progress.log(f"stopping after {self.state.wall_s / 60:.1f} min (trainer.max_minutes)")
-                    break
-        self.close()
+        try:
+            with TrainProgress(cfg.trainer.steps, enabled=cfg.progress, start_step=self.state.step) as progress:
+                if self.state.step == 0 and cfg.eval.every_steps:
+                    last = self.evaluate()
+                    self.log(0, last, progress)
+                while self.state.step < cfg.trainer.steps:
+                    last, out_of_time = self.train_step(self.state.step + 1, started, progress)
+                    if out_of_time:
+                        progress.log(f"stopping after {self.state.wall_s / 60:.1f} min (trainer.max_minutes)")
+                        break
+        finally:
+            self.close()
         return last
+
+    def train_step(self, step: int, started: float, progress: TrainProgress) -> tuple[dict[str, float], bool]:
+        """One step through every phase; returns its metrics and whether the time budget is spent."""
+        cfg = self.config
+        t0 = time.monotonic()
+        groups, collect_stats = self.collect(step)
+        groups = self.score(groups)
+        samples, credit_stats = self.credit(groups)
+        update_stats = self.update(samples)
+        self.sync()
+        stats = {**collect_stats, **rollout_metrics(groups, self.rewards.names[0]), **credit_stats,
+                 **update_stats, "time/step_s": time.monotonic() - t0}
+        limit_s = 60 * cfg.trainer.max_minutes if cfg.trainer.max_minutes is not None else float("inf")
+        out_of_time = time.monotonic() - started > limit_s
+        if self._should_evaluate(step) or (out_of_time and cfg.eval.every_steps):
+            stats.update(self.evaluate())
+        self.state = TrainerState(step, time.monotonic() - started, self.policy.version)
+        self.log(step, stats, progress, groups)
+        self.checkpoint(step, force=out_of_time)
+        return stats, out_of_time
 
     # --- phases ----------------------------------------------------------------------------------------
 
@@ -126,7 +132,11 @@ class Trainer:
             step=step, seed=cfg.seed, max_concurrent=cfg.rollout.max_concurrent_trajectories,
         ))
         seconds = time.monotonic() - t0
-        sampled = sum(t.num_sampled_tokens for g in groups for t in g.trajectories)
+        trajectories = [t for g in groups for t in g.trajectories]
+        if all(t.is_infra_failure for t in trajectories):
+            # nothing to learn from, and continuing would hide a broken setup behind empty steps
+            raise RuntimeError(f"every trajectory of step {step} failed: {trajectories[0].error}")
+        sampled = sum(t.num_sampled_tokens for t in trajectories)
         stats = {"time/collect_s": seconds, "rollout/tokens_per_s": sampled / max(seconds, 1e-9)}
         if sampler_stats is not None and sampler_stats.batches:
             stats["rollout/batch_rows_mean"] = sum(sampler_stats.rows) / len(sampler_stats.rows)

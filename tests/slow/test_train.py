@@ -61,3 +61,11 @@ def test_killed_run_resumes_from_its_checkpoint(tmp_path):
     state = json.loads((run_dir / "checkpoints" / "step_000004" / "trainer_state.json").read_text())
     assert state["step"] == 4 and state["policy_version"] == 4
     assert (run_dir / "plots" / "heldout_success.png").exists()
+
+
+def test_a_step_where_every_trajectory_hits_an_infra_failure_stops_the_run(tmp_path):
+    cfg = load_config(None, SMALL + ["trainer.steps=2", "eval.every_steps=0", "tool_servers=http://127.0.0.1:9"])
+    trainer = Trainer(cfg, tmp_path)
+    with pytest.raises(RuntimeError, match="every trajectory of step 1 failed"):
+        trainer.run()
+    assert not (tmp_path / "checkpoints").exists()  # nothing was trained on, nothing saved
