@@ -18,7 +18,10 @@ from typing import Any
 
 from agentrl.types import ToolCall, Trajectory
 
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+_UNCLOSED = "unclosed <tool_call>: every <tool_call> needs a matching </tool_call>"
+_DECODER = json.JSONDecoder()
+_WHITESPACE = re.compile(r"\s*")
 
 
 @dataclass(frozen=True)
@@ -33,48 +36,60 @@ class ParsedTurn:
 def parse_tool_calls(text: str, *, id_prefix: str = "call") -> ParsedTurn:
     """Parse `<tool_call>` blocks out of `text`. Never raises; malformed markup comes back as `error`.
 
+    Each block is read as one JSON value followed by `</tool_call>`, so markup quoted inside a JSON string (code
+    that prints a tool call, say) does not end the block early. Text between and after blocks is ignored.
+
     >>> parse_tool_calls('<tool_call>\\n{"name": "f", "arguments": {"x": 1}}\\n</tool_call>').tool_calls[0].arguments
     {'x': 1}
     >>> parse_tool_calls('<tool_call>{"name": "f"').error
     'unclosed <tool_call>: every <tool_call> needs a matching </tool_call>'
     """
-    start = text.find("<tool_call>")
+    start = text.find(_OPEN)
     content = (text if start < 0 else text[:start]).strip()
-    if start < 0:
-        if "</tool_call>" in text:
-            return ParsedTurn(content, (), "found </tool_call> without an opening <tool_call>")
-        return ParsedTurn(content, ())
+    if _CLOSE in (text if start < 0 else text[:start]):
+        return ParsedTurn(content, (), "found </tool_call> without an opening <tool_call>")
     calls: list[ToolCall] = []
-    blocks = _TOOL_CALL_RE.findall(text)
-    if text.count("<tool_call>") != len(blocks) or text.count("</tool_call>") != len(blocks):
-        return ParsedTurn(content, (), "unclosed <tool_call>: every <tool_call> needs a matching </tool_call>")
-    for i, block in enumerate(blocks):
-        call, error = _parse_block(block.strip(), f"{id_prefix}_{i}")
+    while start >= 0:
+        call, end, error = _parse_block(text, start + len(_OPEN), f"{id_prefix}_{len(calls)}")
         if error:
-            return ParsedTurn(content, (), f"tool call {i + 1}: {error}")
+            return ParsedTurn(content, (), error if end < 0 else f"tool call {len(calls) + 1}: {error}")
         calls.append(call)  # type: ignore[arg-type]
+        start = text.find(_OPEN, end)
+        if _CLOSE in text[end : len(text) if start < 0 else start]:
+            return ParsedTurn(content, (), "found </tool_call> without an opening <tool_call>")
     return ParsedTurn(content, tuple(calls))
 
 
-def _parse_block(block: str, call_id: str) -> tuple[ToolCall | None, str | None]:
+def _parse_block(text: str, pos: int, call_id: str) -> tuple[ToolCall | None, int, str | None]:
+    """The call whose JSON starts at or after `pos`, and the index after its `</tool_call>` (-1: unclosed)."""
+    close = text.find(_CLOSE, pos)
+    if close < 0:
+        return None, -1, _UNCLOSED
+    body = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
     try:
-        data = json.loads(block)
+        data, json_end = _DECODER.raw_decode(text, body)
     except (json.JSONDecodeError, RecursionError) as e:
-        return None, f"invalid JSON ({e.msg if hasattr(e, 'msg') else e}) in {block[:80]!r}"
+        return None, close, f"invalid JSON ({e.msg if hasattr(e, 'msg') else e}) in {text[body:close].strip()[:80]!r}"
+    after = _WHITESPACE.match(text, json_end).end()  # type: ignore[union-attr]
+    if not text.startswith(_CLOSE, after):
+        if text.find(_CLOSE, after) < 0:
+            return None, -1, _UNCLOSED
+        return None, close, f"unexpected text after the JSON object: {text[after : after + 40]!r}"
+    end = after + len(_CLOSE)
     if not isinstance(data, dict):
-        return None, 'expected a JSON object {"name": ..., "arguments": {...}}'
+        return None, end, 'expected a JSON object {"name": ..., "arguments": {...}}'
     name = data.get("name")
     if not isinstance(name, str) or not name:
-        return None, 'missing "name" (a string)'
+        return None, end, 'missing "name" (a string)'
     arguments = data.get("arguments", {})
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            return None, f'"arguments" of {name} is a string that is not JSON'
+        except (json.JSONDecodeError, RecursionError):
+            return None, end, f'"arguments" of {name} is a string that is not JSON'
     if not isinstance(arguments, dict):
-        return None, f'"arguments" of {name} must be a JSON object'
-    return ToolCall(id=call_id, name=name, arguments=arguments), None
+        return None, end, f'"arguments" of {name} must be a JSON object'
+    return ToolCall(id=call_id, name=name, arguments=arguments), end, None
 
 
 def assistant_message(parsed: ParsedTurn, raw_text: str) -> dict[str, Any]:

@@ -84,3 +84,10 @@ def test_never_raises_on_markup_soup(text):
     parsed = parse_tool_calls(text)
     message = assistant_message(parsed, text)
     assert message["role"] == "assistant"
+
+
+def test_markup_inside_json_strings_does_not_end_the_block():
+    code = 'print("<tool_call>{}</tool_call>")'
+    parsed = parse_tool_calls(block("run", {"code": code}) + block("<tool_call>", {}))
+    assert parsed.error is None
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("run", {"code": code}), ("<tool_call>", {})]
