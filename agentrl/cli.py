@@ -114,6 +114,72 @@ def sft(
     typer.echo(f"saved to {output}: {metrics}")
 
 
+@app.command("eval")
+def eval_command(
+    overrides: Annotated[list[str] | None, typer.Argument(help="EvalRunConfig overrides: key=value …")] = None,
+    scaffold: Annotated[str, typer.Option(help="Scaffold name or import path.")] = "code",
+    model: Annotated[str, typer.Option(help="Model at the endpoint, or `tiny` / a checkpoint path.")] = "tiny",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL; none = in-process.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key (default $OPENAI_API_KEY).")] = None,
+    samples: Annotated[int, typer.Option(help="Samples per task (pass@k up to this).")] = 1,
+    tasks: Annotated[Path | None, typer.Option(help="Task file (JSONL/Parquet) instead of bundled tasks.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Results JSONL (reruns resume from it).")] = None,
+) -> None:
+    """Evaluate a scaffold against an OpenAI-compatible endpoint or a local checkpoint: pass@k, turns, tokens."""
+    from agentrl.config import ConfigError, EvalRunConfig, load_config
+    from agentrl.eval.runner import run_eval
+
+    extra = list(overrides or []) + [f"scaffold={scaffold}", f"model={model}", f"samples_per_task={samples}"]
+    extra += [f"base_url={base_url}"] if base_url else []
+    extra += [f"api_key={api_key}"] if api_key else []
+    extra += [f"tasks={tasks}"] if tasks else []
+    extra += [f"output={output}"] if output else []
+    try:
+        cfg = load_config(None, extra, cls=EvalRunConfig)
+        outcome = run_eval(cfg)
+    except (ConfigError, FileNotFoundError, KeyError, ImportError, ValueError) as e:
+        typer.secho(f"error: {e}", fg="red", err=True)
+        raise typer.Exit(2) from e
+    typer.echo(outcome.text)
+    typer.echo("wrote " + ", ".join(str(p) for p in outcome.written))
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Option(help="`tiny`, a checkpoint path, or a cached hub id.")] = "tiny",
+    host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    record: Annotated[bool, typer.Option(help="Gateway mode: record sessions as token-exact trajectories.")] = False,
+    record_dir: Annotated[Path | None, typer.Option(help="Append recorded episodes to DIR/sessions.jsonl.")] = None,
+    device: Annotated[str, typer.Option(help="Torch device: auto, cpu, cuda, …")] = "auto",
+) -> None:
+    """Serve a local checkpoint over an OpenAI-compatible API (chat with tools, token-id completions)."""
+    from agentrl.serve.app import serve_model
+
+    recording = " (recording sessions)" if record or record_dir else ""
+    typer.echo(f"serving {model} on http://{host}:{port}/v1{recording}")
+    serve_model(model, host=host, port=port, record=record, record_dir=record_dir, device=device)
+
+
+@app.command("train-recorded")
+def train_recorded_command(
+    sessions: Annotated[Path, typer.Argument(help="A gateway's --record-dir (or its sessions.jsonl).")],
+    output: Annotated[Path, typer.Option(help="Where to save the trained checkpoint.")],
+    model: Annotated[str, typer.Option(help="The checkpoint that served the sessions.")] = "tiny",
+    steps: Annotated[int, typer.Option(help="Learner steps over the recorded sessions.")] = 1,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-5,
+) -> None:
+    """Train on recorded gateway sessions (rewarded, history intact), grouped by task, and save the result."""
+    from agentrl.config import TrainerConfig
+    from agentrl.serve.recorded import train_recorded
+
+    history = train_recorded(sessions, model=model, output=output, steps=steps, config=TrainerConfig(lr=lr))
+    typer.echo(f"sessions: {history[0]['report']}")
+    for k, stats in enumerate(history, start=1):
+        typer.echo(f"step {k}: " + ", ".join(f"{key} {v:.4g}" for key, v in stats.items() if key != "report"))
+    typer.echo(f"saved to {output}")
+
+
 @tools_app.command("list")
 def tools_list() -> None:
     """List the built-in toolsets and their tools."""

@@ -1,0 +1,113 @@
+"""A scaffold's episode over a chat API with native tool calls (hosted models that never show token ids).
+
+The scaffold still owns everything that makes its task what it is (tasks, system prompt, tool set, answer
+extraction, turn limit); only the transport differs from `ReactScaffold.run`: the endpoint is sent messages and
+tool schemas and answers with OpenAI `tool_calls`, which run on the same tool server. Turns carry no token ids,
+so these trajectories are for evaluation, not training. Failures of the endpoint after retries end the episode
+as an infrastructure error; malformed arguments become tool errors the model sees, as in the text format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from agentrl.chat import ParsedTurn
+from agentrl.config import RolloutConfig
+from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
+
+
+def _calls(message: dict[str, Any]) -> list[tuple[ToolCall, str | None]]:
+    """The message's tool calls, each with an error message when its arguments are not a JSON object."""
+    out = []
+    for k, call in enumerate(message.get("tool_calls") or ()):
+        raw = call["function"].get("arguments") or "{}"
+        try:
+            arguments = json.loads(raw) if isinstance(raw, str) else raw
+            error = None if isinstance(arguments, dict) else "arguments must be a JSON object"
+        except json.JSONDecodeError as e:
+            arguments, error = {}, f"arguments are not JSON: {e.msg}"
+        call_id = call.get("id") or f"call_{k}"
+        out.append((ToolCall(call_id, call["function"]["name"], arguments if not error else {}), error))
+    return out
+
+
+async def run_chat_episode(
+    scaffold: Any,
+    task: Task,
+    policy: Any,
+    tools: Any,
+    *,
+    rollout: RolloutConfig,
+    group_id: str,
+    trajectory_id: str,
+    seed: int,
+) -> tuple[Trajectory, int, int]:
+    """Play one episode; returns the trajectory and its (prompt, completion) token usage."""
+    names = scaffold.tool_names(task)
+    schemas = await tools.schemas(names)
+    messages: list[dict[str, Any]] = scaffold.initial_messages(task)
+    turns: list[Turn] = []
+    usage = [0, 0]
+    reason, answer, error = StopReason.MAX_TURNS, None, None
+    session = None
+    try:
+        session = await tools.open_session(names)
+        for k in range(rollout.max_turns):
+            reply = await policy.chat(
+                messages,
+                schemas,
+                temperature=rollout.temperature,
+                top_p=rollout.top_p,
+                max_tokens=rollout.max_new_tokens_per_turn,
+                seed=(seed * 1009 + k) % 2**62,
+            )
+            usage[0] += reply.prompt_tokens
+            usage[1] += reply.completion_tokens
+            messages.append(reply.message)
+            content = reply.message.get("content") or ""
+            calls = _calls(reply.message)
+            if not calls:
+                turns.append(Turn((), (), (), content))
+                if reply.finish_reason == "length":
+                    reason = StopReason.MAX_TOKENS
+                else:
+                    reason, answer = StopReason.ANSWERED, scaffold.extract_answer(ParsedTurn(content.strip(), ()))
+                break
+            results = await asyncio.gather(
+                *(session.call(call) if err is None else _bad_arguments(call, err) for call, err in calls)
+            )
+            limit = rollout.max_tool_output_chars
+            for (call, _), result in zip(calls, results, strict=True):
+                text = (
+                    result.text
+                    if len(result.text) <= limit
+                    else f"{result.text[:limit]}\n[... truncated {len(result.text) - limit} characters]"
+                )
+                messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
+            turns.append(Turn((), (), (), content, tool_calls=tuple(c for c, _ in calls), tool_results=tuple(results)))
+    except Exception as e:  # the endpoint or the tool server failed: not the model's fault
+        reason, answer, error = StopReason.INFRA_ERROR, None, f"{type(e).__name__}: {e}"
+    finally:
+        if session is not None:
+            try:
+                await session.close()
+            except Exception:  # best effort; the server collects idle sessions
+                pass
+    trajectory = Trajectory(
+        task_id=task.id,
+        group_id=group_id,
+        trajectory_id=trajectory_id,
+        prompt_ids=(),
+        turns=tuple(turns),
+        stop_reason=reason,
+        messages=tuple(messages),
+        error=error,
+        answer=answer,
+    )
+    return trajectory, usage[0], usage[1]
+
+
+async def _bad_arguments(call: ToolCall, message: str) -> ToolResult:
+    return ToolResult.error(call.id, "bad_arguments", message)

@@ -1,0 +1,115 @@
+"""Evaluation results: one JSON line per (task, sample), appended as each episode finishes.
+
+The file is the resume point: a rerun reads it and skips every (task, sample) already finished. Episodes that
+failed for infrastructure reasons (endpoint down, retries exhausted) are recorded too, for the report, but do not
+count as finished, so a rerun tries them again; the latest record of a (task, sample) wins.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrl.types import StopReason, Trajectory
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """The outcome of one evaluation episode."""
+
+    task_id: str
+    sample: int
+    success: bool
+    reward: float | None
+    stop_reason: str
+    turns: int
+    tool_calls: int
+    prompt_tokens: int
+    """Tokens sent to the model over all turns of the episode (what an API bills as input)."""
+    completion_tokens: int
+    """Tokens the model produced over all turns."""
+    latency_s: float
+    """Wall time of the episode, tool calls included."""
+    answer: str | None = None
+    error: str | None = None
+    reward_components: dict[str, float] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason != StopReason.INFRA_ERROR.value
+
+    @classmethod
+    def from_trajectory(
+        cls,
+        trajectory: Trajectory,
+        *,
+        sample: int,
+        success: bool,
+        latency_s: float,
+        prompt_tokens: int,
+        completion_tokens: int,
+    ) -> EvalRecord:
+        return cls(
+            task_id=trajectory.task_id,
+            sample=sample,
+            success=success,
+            reward=trajectory.reward,
+            stop_reason=trajectory.stop_reason.value,
+            turns=len(trajectory.turns),
+            tool_calls=trajectory.num_tool_calls,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_s=round(latency_s, 4),
+            answer=trajectory.answer,
+            error=trajectory.error,
+            reward_components=dict(trajectory.reward_components),
+            messages=list(trajectory.messages),
+        )
+
+
+def token_counts(trajectory: Trajectory) -> tuple[int, int]:
+    """(prompt, completion) tokens of a token-level trajectory, counted as an API would bill its turns."""
+    context, prompt_total = len(trajectory.prompt_ids), 0
+    for turn in trajectory.turns:
+        prompt_total += context
+        context += len(turn.completion_ids) + len(turn.observation_ids)
+    return prompt_total, trajectory.num_sampled_tokens
+
+
+class ResultsStore:
+    """An append-only JSONL file of `EvalRecord`s."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and self.path.stat().st_size:
+            with self.path.open("rb") as f:
+                f.seek(-1, 2)
+                ended = f.read(1) == b"\n"
+            if not ended:  # a killed run left half a line; start the next record on its own line
+                with self.path.open("a") as f:
+                    f.write("\n")
+
+    def load(self) -> list[EvalRecord]:
+        """The latest record of every (task, sample), in first-seen order; a truncated last line is skipped."""
+        latest: dict[tuple[str, int], EvalRecord] = {}
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                record = EvalRecord(**data)
+                latest[(record.task_id, record.sample)] = record
+        return list(latest.values())
+
+    def finished(self) -> set[tuple[str, int]]:
+        return {(r.task_id, r.sample) for r in self.load() if r.finished}
+
+    def append(self, record: EvalRecord) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(asdict(record)) + "\n")
+            f.flush()

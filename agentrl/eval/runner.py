@@ -1,0 +1,231 @@
+"""`agentrl eval`: run a scaffold's tasks against an endpoint or a local checkpoint and report pass@k.
+
+Two transports, one scaffold:
+- **text** (local checkpoints): the scaffold's own token-level episode (`Scaffold.run`) with the checkpoint's
+  chat template, sampled in-process, or, with `base_url`, sent as token-id prompts to `/v1/completions`
+  (`agentrl serve`, vLLM, SGLang) so the endpoint sees exactly the ids the trainer would;
+- **native** (API models): the same tasks, tools and prompts over `/v1/chat/completions` with OpenAI tool calls
+  (`agentrl.eval.chat_episode`), through the openai SDK or litellm.
+
+Episodes run concurrently up to `max_concurrent_episodes`; each is appended to the results JSONL as it
+finishes, so an interrupted evaluation resumes where it stopped. Requests retry on rate limits and transport
+errors only, with backoff, each under its own timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from agentrl.config import EvalRunConfig, PolicyConfig, RolloutConfig
+from agentrl.eval.results import EvalRecord, ResultsStore, token_counts
+from agentrl.eval.summary import summarize, table, write_summary
+from agentrl.protocols import SamplingParams
+from agentrl.rollout import trajectory_seed
+from agentrl.types import StopReason, Task, Trajectory
+
+NATIVE_MAX_NEW_TOKENS = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOutcome:
+    """What one `agentrl eval` invocation produced."""
+
+    summary: dict[str, Any]
+    records: list[EvalRecord]
+    results_path: Path
+    written: list[Path]
+    text: str
+
+
+def transport(config: EvalRunConfig) -> str:
+    """`text` or `native` for `config.format` (`auto`: text for `tiny` and existing local paths)."""
+    if config.format in ("text", "native"):
+        return config.format
+    if config.format != "auto":
+        raise ValueError(f"eval format must be auto, text or native, not {config.format!r}")
+    return "text" if config.model == "tiny" or Path(config.model).exists() else "native"
+
+
+def results_path(config: EvalRunConfig) -> Path:
+    if config.output:
+        return Path(config.output)
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(config.model).name or config.model)
+    return Path("evals") / f"{config.scaffold.replace('+', '_')}__{slug}.jsonl"
+
+
+class RetryingPolicy:
+    """A token-level policy whose requests retry on rate limits and transport errors (see `chat_policy`)."""
+
+    def __init__(self, policy: Any, *, max_retries: int, backoff_s: float = 1.0):
+        self.policy, self.tokenizer, self.version = policy, policy.tokenizer, policy.version
+        self.max_retries, self.backoff_s = max_retries, backoff_s
+
+    async def generate(self, prompt_ids: Any, params: SamplingParams) -> Any:
+        from agentrl.policy.chat_policy import with_retries
+
+        result, _ = await with_retries(
+            lambda: self.policy.generate(prompt_ids, params), max_retries=self.max_retries, backoff_s=self.backoff_s
+        )
+        return result
+
+
+def build_eval_policy(config: EvalRunConfig, mode: str) -> Any:
+    """The policy the episodes sample from."""
+    if mode == "native":
+        from agentrl.policy.chat_policy import OpenAIChatPolicy
+
+        return OpenAIChatPolicy(
+            config.model,
+            base_url=config.base_url,
+            api_key=config.api_key,
+            timeout_s=config.request_timeout_s,
+            max_retries=config.max_retries,
+        )
+    from agentrl.policy import load_model_and_tokenizer, resolve_model_path
+
+    if config.base_url is None:
+        from agentrl.policy.transformers_policy import TransformersPolicy
+
+        model, tokenizer = load_model_and_tokenizer(
+            PolicyConfig(model=config.model, device=config.device), trainable=False
+        )
+        return TransformersPolicy(model.eval(), tokenizer)
+    from transformers import AutoTokenizer
+
+    from agentrl.policy.openai_policy import OpenAICompletionsPolicy
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(config.model))
+    remote = OpenAICompletionsPolicy(
+        tokenizer,
+        base_url=config.base_url,
+        model=config.model,
+        api_key=config.api_key,
+        timeout_s=config.request_timeout_s,
+        max_retries=0,
+    )
+    return RetryingPolicy(remote, max_retries=config.max_retries)
+
+
+def eval_tasks(config: EvalRunConfig, scaffold: Any) -> list[Task]:
+    if config.tasks:
+        from agentrl.tasks import load_task_file
+
+        tasks = load_task_file(config.tasks)
+    else:
+        tasks = list(scaffold.tasks(config.split))
+    if not tasks:
+        raise ValueError(f"scaffold {config.scaffold!r} has no {config.split!r} tasks; pass a task file")
+    return tasks[: config.max_tasks] if config.max_tasks is not None else tasks
+
+
+async def evaluate(config: EvalRunConfig) -> EvalOutcome:
+    """Evaluate, append to the results file, and summarize everything it holds."""
+    from agentrl.registry import load_scaffold
+    from agentrl.reward import RewardStack
+    from agentrl.tool_client import ToolClient
+    from agentrl.tool_server import create_app
+
+    mode = transport(config)
+    default_tokens = NATIVE_MAX_NEW_TOKENS if mode == "native" else RolloutConfig.max_new_tokens_per_turn
+    rollout = RolloutConfig(
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_turns=config.max_turns,
+        max_new_tokens_per_turn=config.max_new_tokens_per_turn or default_tokens,
+    )
+    scaffold = load_scaffold(config.scaffold, rollout)
+    tasks = eval_tasks(config, scaffold)
+    rewards = RewardStack.from_specs(scaffold.reward_names())
+    store = ResultsStore(results_path(config))
+    done = store.finished()
+    jobs = [(t, s) for t in tasks for s in range(config.samples_per_task) if (t.id, s) not in done]
+    policy = build_eval_policy(config, mode)
+    tools = ToolClient(app=create_app(list(scaffold.toolsets())))
+    gate = asyncio.Semaphore(config.max_concurrent_episodes)
+    primary = rewards.names[0]
+
+    async def one(task: Task, sample: int) -> None:
+        async with gate:
+            start = time.perf_counter()
+            trajectory, usage = await _episode(scaffold, task, sample, policy, tools, rollout, mode, config.seed)
+            latency = time.perf_counter() - start
+        trajectory = await rewards.score(task, trajectory)
+        success = trajectory.reward_components.get(primary, 0.0) >= 1.0
+        store.append(
+            EvalRecord.from_trajectory(
+                trajectory,
+                sample=sample,
+                success=success,
+                latency_s=latency,
+                prompt_tokens=usage[0],
+                completion_tokens=usage[1],
+            )
+        )
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(one(t, s) for t, s in jobs))
+    finally:
+        await tools.aclose()
+        inner = getattr(policy, "policy", policy)  # a RetryingPolicy closes what it wraps
+        if hasattr(inner, "aclose"):
+            await inner.aclose()
+    wall_s = time.perf_counter() - started
+    wanted = {(t.id, s) for t in tasks for s in range(config.samples_per_task)}
+    records = [r for r in store.load() if (r.task_id, r.sample) in wanted]
+    summary = summarize(records, wall_s=wall_s, episodes_run=len(jobs))
+    summary["skipped_finished"] = len(wanted) - len(jobs)
+    written = [store.path] + write_summary(records, summary, store.path)
+    title = f"eval {config.scaffold} · {config.model} · {mode} · {store.path}"
+    return EvalOutcome(summary, records, store.path, written, table(summary, title))
+
+
+async def _episode(
+    scaffold: Any, task: Task, sample: int, policy: Any, tools: Any, rollout: RolloutConfig, mode: str, seed: int
+) -> tuple[Trajectory, tuple[int, int]]:
+    group_id = f"eval/{task.id}"
+    trajectory_id = f"{group_id}/{sample}"
+    episode_seed = trajectory_seed(seed, 0, task.id, sample)
+    try:
+        if mode == "native":
+            from agentrl.eval.chat_episode import run_chat_episode
+
+            if hasattr(scaffold, "scaffolds"):  # a mixture: the task's own scaffold plays it
+                scaffold = scaffold.scaffolds[task.scaffold]
+
+            trajectory, prompt_tokens, completion_tokens = await run_chat_episode(
+                scaffold,
+                task,
+                policy,
+                tools,
+                rollout=rollout,
+                group_id=group_id,
+                trajectory_id=trajectory_id,
+                seed=episode_seed,
+            )
+            return trajectory, (prompt_tokens, completion_tokens)
+        trajectory = await scaffold.run(
+            task, policy, tools, group_id=group_id, trajectory_id=trajectory_id, seed=episode_seed
+        )
+        return trajectory, token_counts(trajectory)
+    except Exception as e:  # a scaffold crash is an infrastructure failure of this episode only
+        failed = Trajectory(
+            task_id=task.id,
+            group_id=group_id,
+            trajectory_id=trajectory_id,
+            prompt_ids=(),
+            turns=(),
+            stop_reason=StopReason.INFRA_ERROR,
+            error=f"{type(e).__name__}: {e}",
+        )
+        return failed, (0, 0)
+
+
+def run_eval(config: EvalRunConfig) -> EvalOutcome:
+    """The body of `agentrl eval`."""
+    return asyncio.run(evaluate(config))

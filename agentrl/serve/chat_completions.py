@@ -1,0 +1,220 @@
+"""`/v1/chat/completions` and `/v1/completions` over a local policy, token-exact with the training template.
+
+Chat requests are rendered with the checkpoint's chat template exactly as a scaffold renders its episodes
+(`agentrl.chat.ChatRenderer`, tool schemas included), sampled by the in-process policy (which batches
+concurrent requests), and the sampled text is parsed for `<tool_call>` markup into OpenAI `tool_calls`. Each
+response also carries the prompt and sampled token ids (`agentrl` field) so that nothing downstream has to
+re-tokenize. In gateway mode the prompt comes from the session recorder instead (see `recorder.py`).
+
+`/v1/completions` takes prompts as token ids and, with `return_tokens_as_token_ids` (the vLLM extension),
+reports sampled tokens as `token_id:N`: the protocol of `agentrl.policy.openai_policy.OpenAICompletionsPolicy`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from agentrl.chat import ChatRenderer, parse_tool_calls
+from agentrl.protocols import SamplingParams
+from agentrl.serve.messages import reply_message, template_message, template_messages
+from agentrl.serve.recorder import SessionRecorder
+from agentrl.serve.sampling import RequestError, choices_of, sampling_params
+from agentrl.types import Completion
+
+
+class ChatService:
+    """Answers OpenAI chat and completions requests with one local policy."""
+
+    def __init__(
+        self,
+        policy: Any,
+        model_names: tuple[str, ...],
+        *,
+        recorder: SessionRecorder | None = None,
+        context_tokens: int = 4096,
+        default_max_tokens: int = 512,
+    ):
+        self.policy = policy
+        self.tokenizer = policy.tokenizer
+        self.model_names = model_names
+        self.recorder = recorder
+        self.context_tokens = context_tokens
+        self.default_max_tokens = default_max_tokens
+        self.requests = 0
+
+    def check_model(self, body: dict[str, Any]) -> str:
+        model = body.get("model")
+        if model not in self.model_names:
+            raise RequestError(
+                f"model {model!r} is not served here; served: {', '.join(self.model_names)}",
+                status=404,
+                code="model_not_found",
+                param="model",
+            )
+        return model
+
+    # --- chat ------------------------------------------------------------------------------------------
+
+    async def chat(self, body: dict[str, Any], *, session_id: str | None, group: str | None = None) -> dict[str, Any]:
+        model = self.check_model(body)
+        messages = body.get("messages")
+        if (
+            not isinstance(messages, list)
+            or not messages
+            or not all(isinstance(m, dict) and "role" in m for m in messages)
+        ):
+            raise RequestError("messages must be a non-empty list of {role, content} objects", param="messages")
+        try:
+            history = template_messages(messages)
+        except (KeyError, TypeError) as e:
+            raise RequestError(f"malformed message: {e}", param="messages") from e
+        tools = body.get("tools") or None
+        parse_tools = body.get("tool_choice") != "none"
+        n = choices_of(body)
+        self.requests += 1
+        if self.recorder is not None and session_id is not None:
+            if n != 1:
+                raise RequestError("the recording gateway samples one choice per request (n=1)", param="n")
+            async with self.recorder.lock(session_id):
+                pending = self.recorder.begin(session_id, history, tools, group=group)
+                params = self._params(body, len(pending.prompt_ids))
+                completion = await self.policy.generate(pending.prompt_ids, params)
+                choice, parsed = self._choice(0, completion, params, parse_tools, body)
+                turn = self.recorder.finish(
+                    pending,
+                    completion,
+                    parsed.tool_calls,
+                    template_message(choice["message"]),
+                    temperature=params.temperature,
+                    parse_error=parsed.error,
+                )
+            extra = {
+                "session_id": session_id,
+                "episode_id": pending.episode.episode_id,
+                "turn": turn,
+                "mismatches": pending.episode.mismatches,
+            }
+            return self._response(model, [choice], pending.prompt_ids, [completion], extra)
+        prompt_ids = ChatRenderer(self.tokenizer, tools).prompt_ids(history)
+        params = [self._params(body, len(prompt_ids), i) for i in range(n)]
+        completions = await asyncio.gather(*(self.policy.generate(prompt_ids, p) for p in params))
+        choices = [
+            self._choice(i, c, p, parse_tools, body)[0]
+            for i, (c, p) in enumerate(zip(completions, params, strict=False))
+        ]
+        return self._response(model, choices, prompt_ids, completions, {})
+
+    def _params(self, body: dict[str, Any], prompt_tokens: int, choice: int = 0) -> SamplingParams:
+        return sampling_params(
+            body,
+            prompt_tokens=prompt_tokens,
+            context_tokens=self.context_tokens,
+            default_max_tokens=self.default_max_tokens,
+            choice=choice,
+        )
+
+    def _choice(
+        self, index: int, completion: Completion, params: SamplingParams, parse_tools: bool, body: dict[str, Any]
+    ):
+        text = completion.text
+        if completion.finish_reason == "tool_call":  # a request stop string ended generation; OpenAI drops it
+            text = next((text[: -len(s)] for s in params.stop if text.endswith(s)), text)
+        parsed = parse_tool_calls(text, id_prefix=f"call_{uuid.uuid4().hex[:8]}")
+        message = reply_message(parsed, text, parse_tools=parse_tools)
+        if completion.finish_reason == "length":
+            finish = "length"
+        else:
+            finish = "tool_calls" if message.get("tool_calls") else "stop"
+        choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish, "logprobs": None}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": self._logprobs(completion)}
+        return choice, parsed
+
+    def _logprobs(self, completion: Completion) -> list[dict[str, Any]]:
+        """Per sampled token (the end-of-turn token included: training scores it). Only the sampled token's
+        logprob is known, so `top_logprobs` lists just that token."""
+        out = []
+        for token_id, logprob in zip(completion.token_ids, completion.logprobs, strict=False):
+            token = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            entry = {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+            out.append({**entry, "top_logprobs": [dict(entry)]})
+        return out
+
+    def _response(
+        self,
+        model: str,
+        choices: list[dict[str, Any]],
+        prompt_ids: list[int],
+        completions: list[Completion],
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
+        sampled = sum(len(c.token_ids) for c in completions)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "system_fingerprint": f"agentrl-v{getattr(self.policy, 'version', 0)}",
+            "usage": {
+                "prompt_tokens": len(prompt_ids),
+                "completion_tokens": sampled,
+                "total_tokens": len(prompt_ids) + sampled,
+            },
+            "agentrl": {
+                "prompt_token_ids": list(prompt_ids),
+                "token_ids": [list(c.token_ids) for c in completions],
+                "policy_version": getattr(self.policy, "version", 0),
+                **extra,
+            },
+        }
+
+    # --- completions over token ids --------------------------------------------------------------------
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        model = self.check_model(body)
+        prompt = body.get("prompt")
+        if isinstance(prompt, str):
+            prompt = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) for t in prompt):
+            raise RequestError("prompt must be a string or a non-empty list of token ids", param="prompt")
+        n = choices_of(body)
+        params = [self._params(body, len(prompt), i) for i in range(n)]
+        completions = await asyncio.gather(*(self.policy.generate(prompt, p) for p in params))
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        choices = []
+        for i, c in enumerate(completions):
+            ids = list(c.token_ids)
+            tokens = [f"token_id:{t}" if as_ids else self.tokenizer.decode([t]) for t in ids]
+            keep_special = body.get("skip_special_tokens") is False
+            choices.append(
+                {
+                    "index": i,
+                    "text": self.tokenizer.decode(ids, skip_special_tokens=not keep_special),
+                    "finish_reason": "length" if c.finish_reason == "length" else "stop",
+                    "logprobs": None
+                    if body.get("logprobs") is None
+                    else {
+                        "tokens": tokens,
+                        "token_logprobs": list(c.logprobs),
+                        "top_logprobs": [{t: lp} for t, lp in zip(tokens, c.logprobs, strict=False)],
+                        "text_offset": [0] * len(ids),
+                    },
+                }
+            )
+        sampled = sum(len(c.token_ids) for c in completions)
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": sampled,
+                "total_tokens": len(prompt) + sampled,
+            },
+        }
