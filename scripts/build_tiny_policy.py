@@ -1,6 +1,6 @@
 """Rebuild the bundled tiny policy (`agentrl/tiny/policy/`) deterministically.
 
-    python scripts/build_tiny_policy.py                 # about 15 minutes on 2 CPU cores
+    python scripts/build_tiny_policy.py                 # about 23 minutes on 2 CPU cores
     python scripts/build_tiny_policy.py --out /tmp/p    # somewhere else, e.g. to compare with the shipped one
 
 Steps: demonstrations from the imperfect scripted experts on the TRAIN tasks of the code and search scaffolds →
@@ -28,16 +28,19 @@ from typing import Any
 
 THREADS = 2
 SEED = 0
-VOCAB_SIZE = 1024
+VOCAB_SIZE = 2560
 HIDDEN_SIZE = 128
 NUM_LAYERS = 4
 MISTAKE_RATE = {"code": 0.5, "search": 0.5}
+"""Probability that an expert demonstration is deliberately wrong, per scaffold."""
+DRAWS = {"code": 1, "search": 8}
+"""Expert conversations per training task, per scaffold (each draws its own mistakes): the search world has a
+few thousand questions, the code scaffold tens of thousands of distinct ones."""
 TOOLLESS_TEMPLATE_PREFIX = (
     "{#- The tiny policy learned its tools from demonstrations: tool schemas are not rendered, which keeps its "
     "prompts short. Tool calls and tool responses use the Qwen2.5 format unchanged. -#}\n{%- set tools = none %}\n"
 )
-"""Probability that an expert demonstration is deliberately wrong, per scaffold."""
-SFT_EPOCHS = 10.0
+SFT_EPOCHS = 1.25
 SFT_LR = 3e-3
 SFT_BATCH_SIZE = 16
 
@@ -68,14 +71,15 @@ def make_deterministic(seed: int) -> None:
 
 
 def demonstrations(mistake_rate: dict[str, float], seed: int) -> list[dict[str, Any]]:
-    """One expert conversation per training task of each scaffold, with the tool schemas it was rendered with."""
+    """`DRAWS` expert conversations per training task of each scaffold, with the tool schemas it was rendered with."""
     out = []
     for name, (tasks, expert) in _scaffolds().items():
         rng = random.Random(f"{seed}/{name}")
         schemas = [t.schema for t in tasks.TOOLS]
-        for task in tasks.tasks("train"):
-            messages = expert.demonstration(task, rng, mistake_rate=mistake_rate[name])
-            out.append({"messages": messages, "tools": schemas, "scaffold": name})
+        for _ in range(DRAWS[name]):
+            for task in tasks.tasks("train"):
+                messages = expert.demonstration(task, rng, mistake_rate=mistake_rate[name])
+                out.append({"messages": messages, "tools": schemas, "scaffold": name})
     return out
 
 
@@ -106,9 +110,11 @@ def heldout_report(out_dir: Path) -> dict[str, dict[str, float]]:
     is measured with `agentrl eval --model <out_dir>`.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(out_dir)
+    from agentrl.policy.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(str(out_dir))
     model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
     tool_call_id = tokenizer.convert_tokens_to_ids("<tool_call>")
     report = {}

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# litellm fetches a model price map from the internet at import unless told to use its bundled copy
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
-    from transformers import AutoTokenizer
-
     from agentrl.policy import resolve_model_path
+    from agentrl.policy.loading import load_tokenizer
 
-    return AutoTokenizer.from_pretrained(resolve_model_path("tiny"))
+    return load_tokenizer(resolve_model_path("tiny"))

@@ -95,11 +95,10 @@ def build_eval_policy(config: EvalRunConfig, mode: str) -> Any:
             PolicyConfig(model=config.model, device=config.device), trainable=False
         )
         return TransformersPolicy(model.eval(), tokenizer)
-    from transformers import AutoTokenizer
-
+    from agentrl.policy.loading import load_tokenizer
     from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(config.model))
+    tokenizer = load_tokenizer(resolve_model_path(config.model))
     remote = OpenAICompletionsPolicy(
         tokenizer,
         base_url=config.base_url,

@@ -145,6 +145,8 @@ class OpenAIChatPolicy:
 
     async def _create(self, kwargs: dict[str, Any]) -> Any:
         if self.litellm:
+            # litellm downloads a model price map at import unless told to use its bundled copy; no network here
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             import litellm
 
             return await litellm.acompletion(

@@ -7,6 +7,7 @@ missing model fails with a message saying so).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,30 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def load_tokenizer(path: str) -> Any:
+    """The checkpoint's tokenizer, exactly as its `tokenizer.json` defines it.
+
+    transformers maps some model types (qwen2 among them) to a tokenizer class that rebuilds the pre-tokenizer
+    from its own defaults, whatever `tokenizer.json` says; the tiny policy splits numbers into chunks of three, so
+    that would silently tokenize its digits differently from training. When the file disagrees with the class, the
+    file wins.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    spec = Path(path) / "tokenizer.json"
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if spec.is_file() and backend is not None:
+        saved = json.loads(spec.read_text()).get("pre_tokenizer")
+        if json.loads(backend.to_str()).get("pre_tokenizer") != saved:
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    return tokenizer
+
+
 def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) -> tuple[Any, Any]:
     """Load (model, tokenizer); wrap the model with LoRA and gradient checkpointing when configured."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     path = resolve_model_path(config.model)
     device = resolve_device(config.device)
@@ -44,7 +65,7 @@ def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) ->
     if dtype is None:
         dtype = torch.float32 if device == "cpu" else torch.bfloat16
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except OSError as e:
         raise FileNotFoundError(

@@ -1,5 +1,9 @@
 """The code scaffold's bundled tasks: arithmetic that a tiny model cannot do in its head.
 
+Operands have two or three digits, so that each is one token of the tiny policy's tokenizer (it splits numbers
+into chunks of three): writing the tool call is copying, which a 1M-parameter model learns, while the arithmetic
+itself is not something it can learn.
+
 Every task maps to one expression for the `calculate` tool, kept in `metadata["expression"]`; `answer` is that
 expression's value as `calculate` prints it. Tasks come from one seeded stream of templates; a hash of the prompt
 decides the split, so the held-out tasks never share a prompt with the training tasks and adding tasks to one
@@ -21,7 +25,9 @@ SYSTEM_PROMPT = "Use the tools. Reply with only the final answer."
 TOOLS = [calculate]
 
 SEED = 20240611
-NUM_TASKS = {"train": 3000, "test": 200}
+NUM_TASKS = {"train": 24000, "test": 200}
+"""Training tasks are plentiful so that the warm start meets each one about once: copying numbers it has never
+seen is then the only way to fit them, which is what held-out tasks need."""
 TEST_EVERY = 16
 """About one prompt in `TEST_EVERY` (by hash) is held out."""
 
@@ -30,13 +36,13 @@ Problem = tuple[str, str, str]
 
 
 def _product(rng: random.Random) -> Problem:
-    a, b = rng.randint(100, 9999), rng.randint(12, 999)
+    a, b = rng.randint(100, 999), rng.randint(12, 99)
     verb = rng.choice(["What is {} * {}?", "Compute {} * {}.", "Multiply {} by {}."])
     return verb.format(a, b), f"{a} * {b}", "easy"
 
 
 def _sum(rng: random.Random) -> Problem:
-    a, b = rng.randint(1000, 99999), rng.randint(1000, 99999)
+    a, b = rng.randint(100, 999), rng.randint(100, 999)
     if rng.random() < 0.5:
         return f"What is {a} + {b}?", f"{a} + {b}", "easy"
     a, b = max(a, b), min(a, b)
@@ -44,12 +50,12 @@ def _sum(rng: random.Random) -> Problem:
 
 
 def _quotient(rng: random.Random) -> Problem:
-    b, q = rng.randint(3, 99), rng.randint(100, 9999)
+    b, q = rng.randint(3, 99), rng.randint(12, 999)
     return f"What is {b * q} divided by {b}?", f"{b * q} / {b}", "easy"
 
 
 def _two_step(rng: random.Random) -> Problem:
-    a, b, c = rng.randint(100, 9999), rng.randint(100, 9999), rng.randint(3, 99)
+    a, b, c = rng.randint(100, 999), rng.randint(100, 999), rng.randint(3, 99)
     if rng.random() < 0.5:
         return f"Compute ({a} + {b}) * {c}.", f"({a} + {b}) * {c}", "medium"
     return f"What is {a} * {c} - {b}?", f"{a} * {c} - {b}", "medium"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from agentrl.scaffolds.code import expert as code_expert
 from agentrl.scaffolds.code import tasks as code_tasks
 from agentrl.scaffolds.code.tools import calculate
@@ -130,23 +129,30 @@ def test_lookup_errors_help_recovery():
         lookup(name, "mayor")
 
 
-def test_tokenizer_keeps_digits_and_markers_whole():
-    from agentrl.tiny.tokenizer import SPECIAL_TOKENS, TOOL_TOKENS, render, train_tokenizer
+def test_tokenizer_keeps_digit_chunks_and_markers_whole():
+    from agentrl.tiny.tokenizer import NUMBER_CHUNKS, SPECIAL_TOKENS, TOOL_TOKENS, render, train_tokenizer
 
     rng = random.Random(0)
     texts = []
     for tasks, expert in SCAFFOLDS.values():
         schemas = [t.schema for t in tasks.TOOLS]
         texts += [render(expert.demonstration(t, rng, mistake_rate=0.3), schemas) for t in tasks.tasks("train")[:200]]
-    tokenizer = train_tokenizer(texts, vocab_size=600)
-    assert train_tokenizer(texts, vocab_size=600).get_vocab() == tokenizer.get_vocab()
+    tokenizer = train_tokenizer(texts, vocab_size=2560)
+    assert train_tokenizer(texts, vocab_size=2560).get_vocab() == tokenizer.get_vocab()
     assert [tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2]
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
     for text in texts[:5] + texts[-5:]:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         assert tokenizer.decode(ids) == text
         pieces = [tokenizer.decode([i]) for i in ids]
-        assert all(len(p) == 1 for p in pieces if any(c.isdigit() for c in p))
+        digit_pieces = [p for p in pieces if any(c.isdigit() for c in p)]
+        assert all(p.isdigit() and len(p) <= 3 for p in digit_pieces)
+    # numbers split into chunks of three from the left, each chunk one token
+    pieces = [tokenizer.decode([i]) for i in tokenizer("x 1234567 0042", add_special_tokens=False)["input_ids"]]
+    assert pieces == ["x", " ", "123", "456", "7", " ", "004", "2"]
+    assert all(len(tokenizer(c, add_special_tokens=False)["input_ids"]) == 1 for c in NUMBER_CHUNKS)
+    with pytest.raises(ValueError, match="digit chunks"):
+        train_tokenizer(texts, vocab_size=800)
     for marker in TOOL_TOKENS + SPECIAL_TOKENS:
         assert len(tokenizer(marker, add_special_tokens=False)["input_ids"]) == 1
     assert "<tool_call>" in tokenizer.decode(tokenizer("<tool_call>x")["input_ids"], skip_special_tokens=True)
@@ -154,13 +160,16 @@ def test_tokenizer_keeps_digits_and_markers_whole():
 
 def test_shipped_policy_loads_with_short_prompts():
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
+    from agentrl.policy.loading import load_tokenizer
     from agentrl.tiny import POLICY_DIR
 
     if not (POLICY_DIR / "config.json").exists():
         pytest.skip("the tiny policy has not been built (scripts/build_tiny_policy.py)")
-    tokenizer = AutoTokenizer.from_pretrained(POLICY_DIR)
+    tokenizer = load_tokenizer(str(POLICY_DIR))
+    # the tokenizer.json's digit chunks, not the ones transformers' Qwen2 class would impose
+    assert tokenizer.tokenize("12345") == ["123", "45"]
     model = AutoModelForCausalLM.from_pretrained(POLICY_DIR, dtype=torch.float32)
     assert model.config.vocab_size == len(tokenizer) and model.config.eos_token_id == tokenizer.eos_token_id
     assert sum(p.numel() for p in model.parameters()) < 5_000_000
