@@ -5,7 +5,7 @@ Read in this order: `types.py` (the vocabulary), `protocols.py` (the extension p
 """
 
 from agentrl.reward import Reward, RewardStack, reward
-from agentrl.tool import FunctionTool, ToolDefinitionError, tool
+from agentrl.tool import FunctionTool, ToolDefinitionError, ToolError, tool
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, TrajectoryGroup, Turn
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "Task",
     "ToolCall",
     "ToolDefinitionError",
+    "ToolError",
     "ToolResult",
     "Trajectory",
     "TrajectoryGroup",

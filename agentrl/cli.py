@@ -13,6 +13,8 @@ tools_app = typer.Typer(help="Inspect tools.", no_args_is_help=True)
 scaffolds_app = typer.Typer(help="Inspect scaffolds.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(scaffolds_app, name="scaffolds")
+bench_app = typer.Typer(help="Benchmarks; each prints JSON with its baseline measured in the same run.")
+app.add_typer(bench_app, name="bench")
 
 
 def _config_help() -> str:
@@ -69,15 +71,55 @@ def train(
 def serve_tools(
     tools: Annotated[str, typer.Option(help="Comma-separated toolset names or import paths.")] = "echo",
     host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 8000,
-    token: Annotated[str | None, typer.Option(help="Require `Authorization: Bearer TOKEN`.")] = None,
+    port: Annotated[int, typer.Option(help="Port (the first one with --replicas).")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="AGENTRL_TOOL_SERVER_TOKEN", help="Require `Authorization: Bearer TOKEN`."),
+    ] = None,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Start this many server processes on consecutive ports and print their URLs (give them all to "
+            "the client: `tool_servers=URL,URL`). Not one port with several workers: session state lives in "
+            "one process, and workers sharing a port could not keep a session's requests on it.",
+        ),
+    ] = 1,
 ) -> None:
     """Serve toolsets over the agentrl tool-server HTTP API."""
     from agentrl.registry import TOOLSETS
     from agentrl.tool_server import serve
 
+    if replicas > 1:
+        _serve_tool_replicas(tools, host=host, port=port, token=token, replicas=replicas)
+        return
     specs = [TOOLSETS.get(t.strip(), t.strip()) for t in tools.split(",") if t.strip()]
     serve(specs, host=host, port=port, token=token)
+
+
+def _serve_tool_replicas(tools: str, *, host: str, port: int, token: str | None, replicas: int) -> None:
+    import signal
+
+    from agentrl.tool_replicas import ToolServerReplicas
+
+    def stop_on_sigterm(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    servers = ToolServerReplicas(tools, replicas=replicas, host=host, port=port, token=token)
+    try:
+        for url, process in zip(servers.start(), servers.processes, strict=True):
+            typer.echo(f"tool server {url} (pid {process.pid})")
+        typer.echo(f"tool_servers={','.join(servers.urls)}")
+        code = servers.wait()
+    except (RuntimeError, TimeoutError) as e:  # a replica did not start (port taken, bad toolset, ...)
+        typer.secho(f"error: {e}", fg="red", err=True)
+        code = 2
+    except KeyboardInterrupt:
+        code = 0
+    finally:
+        servers.stop()
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -90,7 +132,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) ->
 
 @app.command()
 def sft(
-    data: Annotated[Path, typer.Option(help="JSONL of conversations: {\"messages\": [...], \"tools\": [...]}")],
+    data: Annotated[Path, typer.Option(help='JSONL of conversations: {"messages": [...], "tools": [...]}')],
     output: Annotated[Path, typer.Option(help="Where to save the fine-tuned model.")],
     model: Annotated[str, typer.Option(help="`tiny`, a checkpoint path, or a cached hub id.")] = "tiny",
     epochs: Annotated[float, typer.Option(help="Passes over the data.")] = 1.0,
@@ -207,3 +249,19 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@bench_app.command("tools")
+def bench_tools(
+    sessions: Annotated[int, typer.Option(help="Concurrent sessions issuing calls.")] = 32,
+    seconds: Annotated[float, typer.Option(help="Duration of each load phase.")] = 10.0,
+    forks: Annotated[int, typer.Option(help="Session forks to time.")] = 50,
+    rate: Annotated[float, typer.Option(help="Offered load (calls/s) of the fixed-rate latency phase.")] = 150.0,
+) -> None:
+    """Sandboxed `print(1)` calls through HTTP: persistent interpreters vs a fresh sandbox per call, and fork."""
+    import asyncio
+    import json
+
+    from agentrl.bench.tools_bench import run_benchmark
+
+    typer.echo(json.dumps(asyncio.run(run_benchmark(sessions, seconds, forks, rate)), indent=2))

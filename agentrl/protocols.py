@@ -14,10 +14,11 @@ Implementations match these shapes; they never inherit from them. To extend agen
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from agentrl.sandbox.result import ExecResult
 from agentrl.types import Completion, Task, ToolCall, ToolResult, Trajectory
 
 
@@ -43,6 +44,18 @@ class Policy(Protocol):
     """Number of weight updates this policy has seen."""
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion: ...
+
+
+@runtime_checkable
+class ContinuationScorer(Protocol):
+    """A policy that can score given tokens without sampling (teacher forcing); the information-gain reward
+    needs it. `TransformersPolicy` implements it."""
+
+    async def score_continuations(
+        self, prefixes: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]
+    ) -> list[list[float]]:
+        """Per-token log-probabilities of `continuations[i]` after `prefixes[i]`, batched."""
+        ...
 
 
 @runtime_checkable
@@ -90,8 +103,26 @@ class Scaffold(Protocol):
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """An isolated place to run untrusted code: a workspace plus processes inside it."""
+    """An isolated place to run untrusted code: a private workspace, a persistent Python interpreter and a
+    persistent shell. Backends: `agentrl.sandbox.local.LocalSandbox` (bubblewrap) and
+    `agentrl.sandbox.e2b.E2BSandbox`. Failures of the sandbox itself raise `SandboxError`; the code's own
+    failures are data in the `ExecResult`."""
 
-    async def exec(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> Mapping[str, Any]: ...
+    workspace: str
+    """The workspace's path as code inside the sandbox sees it."""
+
+    async def run_python(self, code: str, *, timeout_s: float) -> ExecResult: ...
+
+    async def run_shell(self, command: str, *, timeout_s: float) -> ExecResult: ...
+
+    async def exec(self, argv: Sequence[str], *, timeout_s: float, stdin: str | None = None) -> ExecResult: ...
+
+    async def read_file(self, path: str, *, max_bytes: int = 1 << 24) -> str: ...
+
+    async def write_file(self, path: str, text: str) -> None: ...
+
+    async def fork(self) -> Sandbox:
+        """A new sandbox with this one's interpreter variables, shell cwd/env and workspace files."""
+        ...
 
     async def close(self) -> None: ...

@@ -19,16 +19,49 @@ REWARDS = {
     "exact_match": "agentrl.rewards.outcome:exact_match",
     "f1": "agentrl.rewards.outcome:token_f1",
     "tool_errors": "agentrl.rewards.format:tool_error_rate",
+    "math_equiv": "agentrl.rewards.outcome:math_equivalence",
+    "tests_pass": "agentrl.rewards.outcome:tests_pass_fraction",
+    "tests_pass_all": "agentrl.rewards.outcome:tests_pass_all",
+    "format": "agentrl.rewards.outcome:format_gate",
+    "overlong": "agentrl.rewards.outcome:overlong",
+    "info_gain": "agentrl.rewards.info_gain:info_gain",
+    "info_gain_log": "agentrl.rewards.info_gain:info_gain_log",
+    "judge_prm": "agentrl.rewards.judge_prm:judge_prm",
+    "local_prm": "agentrl.rewards.local_prm:local_prm",
+}
+REWARD_FILTERS = {
+    "gra_gate": "agentrl.rewards.combinators:gra_gate",
+    "prof": "agentrl.rewards.combinators:prof",
+    "prof_correct": "agentrl.rewards.combinators:prof_correct",
+    "roc": "agentrl.rewards.combinators:roc",
+    "dynamic_sampling": "agentrl.rewards.combinators:dynamic_sampling",
 }
 TOOLSETS = {
+    "code": "agentrl.tools.code:PythonInterpreter",
+    "terminal": "agentrl.tools.terminal:Shell",
+    "files": "agentrl.tools.files:FileEditor",
+    "search": "agentrl.tools.search:Search",
+    "web_search": "agentrl.tools.search:WebSearch",
     "echo": "agentrl.testing:echo",
     "calculate": "agentrl.scaffolds.code.tools:calculate",
     "lookup": "agentrl.scaffolds.search.tools:lookup",
 }
 ADVANTAGES = "agentrl.advantages:ADVANTAGE_ESTIMATORS"
 LOSSES = "agentrl.losses:POLICY_LOSSES"
+CREDIT = {
+    "trajectory": "agentrl.credit:trajectory_credit",
+    "igpo": "agentrl.turn_credit:igpo_credit",
+    "gigpo": "agentrl.step_groups:gigpo_credit",
+    "hgpo": "agentrl.step_groups:hgpo_credit",
+}
 
-_TABLES = {"scaffold": SCAFFOLDS, "reward": REWARDS, "toolset": TOOLSETS}
+_TABLES = {
+    "scaffold": SCAFFOLDS,
+    "reward": REWARDS,
+    "toolset": TOOLSETS,
+    "credit": CREDIT,
+    "reward_filter": REWARD_FILTERS,
+}
 
 
 def import_path(path: str) -> Any:
@@ -54,13 +87,13 @@ def resolve(kind: str, name: str) -> Any:
         table = import_path(ADVANTAGES if kind == "advantage" else LOSSES)
         if name in table:
             return table[name]
-        if "." not in name:
+        if "." not in name and ":" not in name:
             raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))}")
         return import_path(name)
     table = _TABLES[kind]
     if name in table:
         return import_path(table[name])
-    if "." not in name:
+    if "." not in name and ":" not in name:
         raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))} (or give an import path)")
     return import_path(name)
 

@@ -17,11 +17,13 @@ knows what the docstring tells it.
 
 `lookup("France")` still runs the function; `await lookup.call({"entity": "France"}, call_id="c1")` returns a
 `ToolResult`. `call` never raises: bad arguments, a timeout and an exception inside the tool come back as
-results with `is_error=True` and a typed `error_type` (bad_arguments, timeout, failed).
+results with `is_error=True` and a typed `error_type` (bad_arguments, timeout, failed). A tool that knows
+better raises `ToolError(message, error_type=...)` (a `SandboxError` is one, typed `sandbox_error`).
 
 A toolset is a class whose methods are decorated. The tool server makes one instance per session (`cls()`),
 so instance attributes are per-session state; a `setup` classmethod, if defined, runs once per server before
-the first session (shared read-only resources); `close()` (sync or async), if defined, runs when the session
+the first session (shared read-only resources); a class with `uses_sandbox = True` is made as `cls(sandbox)`
+and gets the session's sandbox (see `agentrl/sandbox`); `close()` (sync or async), if defined, runs when the session
 ends; `fork()`, if defined, replaces `copy.deepcopy` when a session is forked; `serial = True` makes the calls
 of one session run one at a time.
 """
@@ -56,6 +58,17 @@ _SCHEMA_DATA_KEYS = ("default", "enum", "const", "examples")
 
 class ToolDefinitionError(ValueError):
     """A function cannot become a tool: a missing description, an unannotated or variadic parameter, ..."""
+
+
+class ToolError(Exception):
+    """Raised inside a tool to fail the call with a typed `error_type` (default `failed`) and a message."""
+
+    error_type = "failed"
+
+    def __init__(self, message: str, *, error_type: str | None = None) -> None:
+        super().__init__(message)
+        if error_type is not None:
+            self.error_type = error_type
 
 
 class _BadArguments(Exception):
@@ -141,9 +154,7 @@ class FunctionTool:
         try:
             args, kwargs = self._parse(arguments)
         except _BadArguments as exc:
-            return ToolResult.error(
-                call_id, "bad_arguments", f"bad arguments for {self.name}: {exc}", elapsed()
-            )
+            return ToolResult.error(call_id, "bad_arguments", f"bad arguments for {self.name}: {exc}", elapsed())
         try:
             async with asyncio.timeout(self.timeout_s) as deadline:
                 value = await self._invoke(args, kwargs)
@@ -153,6 +164,8 @@ class FunctionTool:
                 message = f"{self.name} timed out after {self.timeout_s:g}s"
                 return ToolResult.error(call_id, "timeout", message, elapsed())
             return ToolResult.error(call_id, "failed", _exception_text(exc), elapsed())
+        except ToolError as exc:
+            return ToolResult.error(call_id, exc.error_type, str(exc), elapsed())
         except Exception as exc:  # noqa: BLE001 - a tool's exception is an observation for the policy
             return ToolResult.error(call_id, "failed", _exception_text(exc), elapsed())
 

@@ -8,17 +8,22 @@
 `ToolClient(app=create_app([...]))` talks to an app in the same process through `httpx.ASGITransport`: the
 same code path, without sockets.
 
-Routing: with several base URLs, each new session goes to the server holding the fewest of this client's open
-sessions (ties taken in turn), and every request of a session goes to the server that created it.
+Routing: with several base URLs (tool-server processes, e.g. `agentrl serve-tools --replicas N`), each new
+session goes to the server holding the fewest of this client's open sessions (ties taken in turn), and every
+request of a session goes to the server that created it: session state lives in that server's process.
 
 Failures: a tool that fails returns a `ToolResult` with `is_error=True`; nothing is raised for it. Transport
-errors (connect, read, timeout, dropped connection) and HTTP 502/503/504 are retried with exponential backoff;
-a retried call keeps its `call_id`, so the server runs it once and returns the stored result. What cannot be
-served raises a `ToolServerError`, which ends the episode as an infrastructure failure
+errors (connect, read, timeout, dropped connection) and HTTP 502/503/504 are retried with exponential backoff
+and jitter; a retried call keeps its `call_id`, so the server runs it once and returns the stored result.
+Requests the server does not deduplicate (opening and forking a session) are retried only when they cannot
+have reached it (connection refused or timed out) or it refused them (503). A server whose last attempt could
+not even connect is marked down for `down_for_s`: meanwhile its sessions' requests fail at once instead of each
+waiting through the retries again, and new sessions go to the other servers (a down server is tried last, once).
+What cannot be served raises a `ToolServerError`, which ends the episode as an infrastructure failure
 (`StopReason.INFRA_ERROR`), not as a mistake of the policy:
 
     ToolServerError            the server refused the request (unknown tool names, bad token, ...)
-     ├── ToolServerUnavailable the server stayed unreachable through all retries
+     ├── ToolServerUnavailable the server stayed unreachable through all retries (or is marked down)
      └── SessionNotFound       the server does not know the session (closed, or the server restarted)
 
 Set `timeout_s` above the longest tool timeout: a read timeout is retried, and the retry waits for the same
@@ -30,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, Self
@@ -41,6 +47,11 @@ from agentrl.types import ToolCall, ToolResult
 logger = logging.getLogger(__name__)
 
 _RETRY_STATUS = frozenset({502, 503, 504})
+# Failures after which a request that is not idempotent certainly did not run on the server.
+_UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# Failures that say the server process is not there (as opposed to slow, or one connection dropped).
+_DOWN_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
+_REFUSED_STATUS = 503
 _IN_PROCESS_URL = "http://agentrl-tools.local"
 
 
@@ -70,31 +81,30 @@ class ToolClient:
         app: Any = None,
         token: str | None = None,
         timeout_s: float = 60.0,
+        connect_timeout_s: float = 5.0,
         retries: int = 3,
         backoff_s: float = 0.25,
+        down_for_s: float = 5.0,
     ) -> None:
         if (base_urls is None) == (app is None):
             raise ValueError("ToolClient needs exactly one of base_urls and app")
         transport = httpx.ASGITransport(app=app) if app is not None else None
-        urls = (
-            [_IN_PROCESS_URL]
-            if app is not None
-            else [base_urls]
-            if isinstance(base_urls, str)
-            else list(base_urls)
-        )
+        urls = [_IN_PROCESS_URL] if app is not None else [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
             raise ValueError("ToolClient needs at least one base URL")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
+        # A short connect timeout: a host that drops packets must not hold a call for timeout_s per attempt.
+        timeout = httpx.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s))
         self._servers = [
-            httpx.AsyncClient(
-                base_url=url, transport=transport, headers=headers, timeout=timeout_s, limits=limits
-            )
+            httpx.AsyncClient(base_url=url, transport=transport, headers=headers, timeout=timeout, limits=limits)
             for url in urls
         ]
         self.retries = retries
         self.backoff_s = backoff_s
+        self.down_for_s = down_for_s
+        self._down_until = [0.0] * len(urls)
+        """Per server: the monotonic time until which it counts as down (0: up)."""
         self._open_per_server = [0] * len(urls)
         self._turn = 0
         self._sessions: set[HTTPToolSession] = set()
@@ -112,17 +122,27 @@ class ToolClient:
         """Each server's `/health` answer, in the order of `base_urls`."""
         return [await self._request(i, "GET", "/health") for i in range(len(self._servers))]
 
+    def is_down(self, server: int) -> bool:
+        """Whether a request to `server` (an index into `base_urls`) ended unable to connect within `down_for_s`."""
+        return time.monotonic() < self._down_until[server]
+
     async def open_session(self, tools: Sequence[str] | None = None) -> HTTPToolSession:
-        """A new session on the least-loaded server; falls over to the next if one is unreachable."""
+        """A new session on the least-loaded server that is up; falls over to the next if one is unreachable."""
         count = len(self._servers)
-        order = sorted(range(count), key=lambda i: (self._open_per_server[i], (i - self._turn) % count))
+        order = sorted(
+            range(count),
+            key=lambda i: (self.is_down(i), self._open_per_server[i], (i - self._turn) % count),
+        )
         self._turn = (self._turn + 1) % count
         body = {"tools": list(tools)} if tools is not None else {}
         failure: ToolServerUnavailable | None = None
         for server in order:
+            down = self.is_down(server)
             self._open_per_server[server] += 1  # reserved now so that concurrent opens spread out
             try:
-                data = await self._request(server, "POST", "/sessions", json=body)
+                data = await self._request(
+                    server, "POST", "/sessions", json=body, idempotent=False, probe=down, retries=0 if down else None
+                )
             except ToolServerUnavailable as exc:
                 self._open_per_server[server] -= 1
                 failure = exc
@@ -158,7 +178,7 @@ class ToolClient:
 
     async def _first_available(self, request: Any) -> Any:
         failure: ToolServerUnavailable | None = None
-        for server in range(len(self._servers)):
+        for server in sorted(range(len(self._servers)), key=self.is_down):
             try:
                 return await request(server)
             except ToolServerUnavailable as exc:
@@ -175,25 +195,50 @@ class ToolClient:
         json: Any = None,
         params: dict[str, str] | None = None,
         retries: int | None = None,
+        idempotent: bool = True,
+        probe: bool = False,
     ) -> Any:
-        """One request with retries on transport errors and 502/503/504; other HTTP errors raise at once."""
+        """One request with retries on transport errors and 502/503/504; other HTTP errors raise at once.
+
+        `idempotent=False` narrows the retries to failures after which the request certainly did not run.
+        A server marked down fails the request at once, unless `probe` asks to try it anyway.
+        """
         client = self._servers[server]
         retries = self.retries if retries is None else retries
+        if not probe and self.is_down(server):
+            raise self._down_error(server)
         failure = ""
+        unreachable = False
         for attempt in range(retries + 1):
             if attempt:
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1) * random.uniform(0.75, 1.25))
+                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))
+                if not probe and self.is_down(server):  # another request exhausted its retries meanwhile
+                    raise self._down_error(server)
             try:
                 response = await client.request(method, path, json=json, params=params)
             except httpx.TransportError as exc:
-                failure = f"{type(exc).__name__}: {exc}"
-                continue
+                failure, unreachable = f"{type(exc).__name__}: {exc}", isinstance(exc, _DOWN_ERRORS)
+                if idempotent or isinstance(exc, _UNSENT_ERRORS):
+                    continue
+                break
+            unreachable = False
             if response.status_code in _RETRY_STATUS:
                 failure = f"HTTP {response.status_code}: {_detail(response)}"
-                continue
+                if idempotent or response.status_code == _REFUSED_STATUS:
+                    continue
+                break
+            self._down_until[server] = 0.0
             return _decode(response, method, path)
+        if unreachable:
+            self._down_until[server] = time.monotonic() + self.down_for_s
         raise ToolServerUnavailable(
-            f"tool server {client.base_url} unreachable after {retries + 1} attempts ({failure})"
+            f"tool server {client.base_url} unreachable after {attempt + 1} attempt{'s' if attempt else ''} ({failure})"
+        )
+
+    def _down_error(self, server: int) -> ToolServerUnavailable:
+        left_s = self._down_until[server] - time.monotonic()
+        return ToolServerUnavailable(
+            f"tool server {self._servers[server].base_url} is down (could not connect; next try in {left_s:.1f}s)"
         )
 
 
@@ -217,14 +262,12 @@ class HTTPToolSession:
         """Run one call: tool failures come back as results, infrastructure failures raise ToolServerError."""
         call_id = call.id or uuid.uuid4().hex  # fixed before the first attempt: retries reuse it
         body = {"name": call.name, "arguments": call.arguments, "call_id": call_id}
-        data = await self._client._request(
-            self.server, "POST", f"/sessions/{self.session_id}/call", json=body
-        )
+        data = await self._client._request(self.server, "POST", f"/sessions/{self.session_id}/call", json=body)
         return ToolResult.from_json(data)
 
     async def fork(self) -> HTTPToolSession:
         """A new session on the same server whose tool state equals this one's now."""
-        data = await self._client._request(self.server, "POST", f"/sessions/{self.session_id}/fork")
+        data = await self._client._request(self.server, "POST", f"/sessions/{self.session_id}/fork", idempotent=False)
         self._client._open_per_server[self.server] += 1
         return self._client._adopt(self.server, data["session_id"])
 
@@ -235,13 +278,14 @@ class HTTPToolSession:
         self._closed = True
         self._client._forget(self)
         try:
-            await self._client._request(
-                self.server, "DELETE", f"/sessions/{self.session_id}", retries=retries
-            )
+            await self._client._request(self.server, "DELETE", f"/sessions/{self.session_id}", retries=retries)
         except SessionNotFound:
             pass
         except ToolServerUnavailable as exc:
-            logger.warning("could not close tool session %s: %s", self.session_id, exc)
+            # A server marked down has already failed this session's caller; one line per session would only
+            # repeat that for every rollout it held.
+            log = logger.debug if self._client.is_down(self.server) else logger.warning
+            log("could not close tool session %s: %s", self.session_id, exc)
 
 
 def _decode(response: httpx.Response, method: str, path: str) -> Any:
@@ -250,9 +294,7 @@ def _decode(response: httpx.Response, method: str, path: str) -> Any:
     detail = _detail(response)
     if response.status_code == 404 and path.startswith("/sessions/"):
         raise SessionNotFound(detail, status_code=404)
-    message = (
-        f"tool server {response.url.host} answered {method} {path} with HTTP {response.status_code}: {detail}"
-    )
+    message = f"tool server {response.url.host} answered {method} {path} with HTTP {response.status_code}: {detail}"
     raise ToolServerError(message, status_code=response.status_code)
 
 

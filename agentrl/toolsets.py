@@ -30,6 +30,16 @@ class Toolset:
     _setup_done: bool = field(default=False, repr=False)
 
     @property
+    def uses_sandbox(self) -> bool:
+        """Whether instances are made as `cls(sandbox)` and keep their state in the session's sandbox."""
+        return bool(getattr(self.cls, "uses_sandbox", False))
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """The class's own cap on calls running at once across all sessions (None: the server's default)."""
+        return getattr(self.cls, "max_concurrency", None)
+
+    @property
     def serial(self) -> bool:
         """Whether one session's calls into this toolset must run one at a time."""
         return bool(getattr(self.cls, "serial", False))
@@ -44,9 +54,11 @@ class Toolset:
             await _maybe_await(self.cls.setup())
         self._setup_done = True
 
-    def instantiate(self) -> Any:
-        """A fresh instance for a new session (None for stateless toolsets)."""
-        return None if self.cls is None else self.cls()
+    def instantiate(self, sandbox: Any = None) -> Any:
+        """A fresh instance for a new session (None for stateless toolsets); `sandbox` for sandboxed ones."""
+        if self.cls is None:
+            return None
+        return self.cls(sandbox) if self.uses_sandbox else self.cls()
 
     def bind(self, instance: Any) -> dict[str, FunctionTool]:
         """The tools a session calls: bound to `instance` for a class, the tools themselves otherwise."""
@@ -62,9 +74,7 @@ def resolve_toolsets(specs: Sequence[object | str]) -> list[Toolset]:
     for toolset in toolsets:
         for name, tool in toolset.tools.items():
             if name in owners and owners[name][1] is not tool:
-                raise ValueError(
-                    f"tool name {name!r} is defined by both {owners[name][0].label} and {toolset.label}"
-                )
+                raise ValueError(f"tool name {name!r} is defined by both {owners[name][0].label} and {toolset.label}")
             owners[name] = (toolset, tool)
     return toolsets
 
@@ -95,11 +105,7 @@ def _getattr_path(module: types.ModuleType, attribute: str, path: str) -> Any:
 
 def _resolve(spec: object | str) -> Toolset:
     obj = load(spec) if isinstance(spec, str) else spec
-    label = (
-        spec
-        if isinstance(spec, str)
-        else getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
-    )
+    label = spec if isinstance(spec, str) else getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
     if isinstance(obj, (FunctionTool, types.ModuleType)):
         tools, cls = collect_tools(obj), None
     elif isinstance(obj, type):

@@ -265,12 +265,10 @@ async def test_sticky_routing_over_two_servers() -> None:
     with serve_in_thread(create_app(TOOLSETS)) as url_a, serve_in_thread(create_app(TOOLSETS)) as url_b:
         async with ToolClient([url_a, url_b]) as tools:
             sessions = await asyncio.gather(*(tools.open_session() for _ in range(6)))
-            by_server = {
-                url: [s for s in sessions if s.base_url.rstrip("/") == url] for url in (url_a, url_b)
-            }
+            by_server = {url: [s for s in sessions if s.base_url.rstrip("/") == url] for url in (url_a, url_b)}
             assert [len(v) for v in by_server.values()] == [3, 3]
             assert [h["sessions"] for h in await tools.health()] == [3, 3]
-            for count, (url, group) in enumerate(by_server.items(), start=1):
+            for count, group in enumerate(by_server.values(), start=1):
                 for session in group:
                     for k in range(count):
                         await session.call(call("increment", f"i{k}"))
@@ -387,11 +385,7 @@ async def test_lifecycle_setup_once_fork_hook_and_close(transport: str) -> None:
     Lifecycle.setups, Lifecycle.closed = 0, []
     app = create_app([Lifecycle, Counter])
     with ExitStack() as stack:
-        tools = (
-            ToolClient(stack.enter_context(serve_in_thread(app)))
-            if transport == "http"
-            else ToolClient(app=app)
-        )
+        tools = ToolClient(stack.enter_context(serve_in_thread(app))) if transport == "http" else ToolClient(app=app)
         async with tools:
             first = await tools.open_session()
             second = await tools.open_session()

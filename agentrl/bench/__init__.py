@@ -1,0 +1,1 @@
+"""Benchmarks behind `agentrl bench ...`: each prints JSON, with its baseline measured in the same run."""
