@@ -161,7 +161,7 @@ def template_mismatch(renderer: ChatRenderer, trajectory: Trajectory) -> Mismatc
     """
     rendered = renderer.encode(renderer.text(trajectory.messages, add_generation_prompt=False))
     ids = trajectory.token_ids
-    for i, (a, b) in enumerate(zip(rendered, ids)):
+    for i, (a, b) in enumerate(zip(rendered, ids, strict=False)):
         if a != b:
             decode = renderer.tokenizer.decode
             return Mismatch(i, decode(rendered[i : i + 8]), decode(ids[i : i + 8]))

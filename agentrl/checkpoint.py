@@ -34,7 +34,9 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return run_dir / "checkpoints" / f"step_{step:06d}"
 
 
-def save_checkpoint(run_dir: Path, state: TrainerState, model: Any, tokenizer: Any, learner: Any, *, keep: int = 2) -> Path:
+def save_checkpoint(
+    run_dir: Path, state: TrainerState, model: Any, tokenizer: Any, learner: Any, *, keep: int = 2
+) -> Path:
     from safetensors.torch import save_file
 
     final = checkpoint_dir(run_dir, state.step)

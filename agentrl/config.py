@@ -123,6 +123,39 @@ class TrainerConfig:
     """Optimizer steps per training step (the batch is split into this many mini-batches)."""
     skip_zero_advantage_groups: bool = True
     """Leave groups whose advantages are all zero out of the update (they carry no gradient)."""
+    credit: str = "trajectory"
+    """Credit assignment, by name or dotted path: `trajectory` (one `advantage` per trajectory), `igpo`
+    (turn-level), `gigpo` or `hgpo` (anchor-state step groups)."""
+    igpo_gamma: float = 1.0
+    """IGPO discount γ over turns: a turn's advantage is its normalised reward plus γ × the next turn's."""
+    igpo_norm: str = "joint"
+    """IGPO reward normalisation pool: `joint`, `separate` (outcomes apart) or `per_turn_index`."""
+    step_advantage_weight: float = 1.0
+    """GiGPO/HGPO ω: weight of the step advantage added to the episode advantage."""
+    step_gamma: float = 0.95
+    """GiGPO/HGPO discount γ of the step returns."""
+    step_std_norm: bool = False
+    """GiGPO/HGPO: divide episode and step advantages by their group std (`mean_std_norm`)."""
+    anchor_match_threshold: float = 1.0
+    """GiGPO/HGPO: observations match when identical (1.0) or when their difflib ratio is ≥ this (e.g. 0.95)."""
+    hgpo_history_turns: int = 2
+    """HGPO K: history levels (previous observations) used to refine step groups."""
+    hgpo_alpha: float = 1.0
+    """HGPO level weight exponent α: level l weighs (l + 1)^α."""
+    branch_attribution: str = "soft"
+    """Credit of turns a forked trajectory shares with its parent: `soft` (each copy keeps its own advantage,
+    as ARPO ships) or `hard` (every copy gets the mean over the trajectories sharing it)."""
+    entropy_advantage_alpha: float | None = None
+    """AEPO entropy-aware advantage A·(1 + α·z(H)); None = 0.2 with `loss = aepo`, else 0 (off)."""
+    tis_cap: float = 0.0
+    """Truncated importance sampling: weight each token's policy loss by min(π_old / π_sampler, cap); 0 = off."""
+
+    @property
+    def entropy_alpha(self) -> float:
+        """The effective α of the entropy-aware advantage."""
+        if self.entropy_advantage_alpha is not None:
+            return self.entropy_advantage_alpha
+        return 0.2 if self.loss == "aepo" else 0.0
 
 
 @dataclass(frozen=True)
@@ -198,6 +231,9 @@ class RunConfig:
     """System prompt for the `react` scaffold (default: a short generic one)."""
     rewards: tuple[str, ...] = ()
     """Reward names or dotted paths, optionally `name:weight`; empty = each scaffold's defaults."""
+    reward_filters: tuple[str, ...] = ()
+    """Group filters applied after scoring, in order, by name or dotted path: `dynamic_sampling`, `gra_gate`,
+    `prof`, `prof_correct`, `roc` (see `agentrl/rewards/combinators.py`)."""
     name: str | None = None
     """Run name; the run directory is `<output_dir>/<name>` (default: a timestamp)."""
     output_dir: str = "runs"
@@ -317,7 +353,7 @@ def _attribute_docstrings(cls: type) -> dict[str, str]:
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
-    for node, nxt in zip(body, body[1:]):
+    for node, nxt in zip(body, body[1:], strict=False):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
                 docs[node.target.id] = " ".join(nxt.value.value.split())
@@ -357,7 +393,9 @@ def _coerce(value: Any, hint: Any, name: str) -> Any:
                 errors.append(str(e))
         raise ConfigError(errors[0])
     if origin is tuple:
-        if isinstance(value, str):  # `a,b` on the command line
+        if isinstance(value, str):  # `a,b` or `[a,b]` (bare words are not TOML) on the command line
+            if value.startswith("[") and value.endswith("]"):
+                value = value[1:-1]
             value = [part.strip() for part in value.split(",") if part.strip()]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{name} expects a list, got {value!r}")
@@ -369,7 +407,9 @@ def _coerce(value: Any, hint: Any, name: str) -> Any:
         return float(value)
     if hint is bool and isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    if hint in (int, float, bool, str) and not (isinstance(value, hint) and (hint is bool or not isinstance(value, bool))):
+    if hint in (int, float, bool, str) and not (
+        isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
+    ):
         raise ConfigError(f"{name} expects {hint.__name__}, got {value!r}")
     return value
 

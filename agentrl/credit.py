@@ -1,59 +1,94 @@
 """Credit assignment: scored trajectory groups → per-token advantages for the learner.
 
-The group estimator (GRPO by default, see `agentrl/advantages.py`) turns each group's outcome rewards into one
-advantage per trajectory; every token the policy sampled in that trajectory receives it, and prompt and
-tool-output tokens receive nothing (they are outside the loss mask). Infrastructure failures are left out of
-the group statistics entirely, so a crashed sandbox cannot drag a group's baseline down.
+    TurnBatch.from_groups → credit assigner → per-turn advantages_B_K → branch attribution → per-token samples
+
+A credit assigner (`trainer.credit`) maps a `TurnBatch` to one advantage per turn:
+
+- `trajectory` (default): a trajectory-level estimator of `agentrl/advantages.py` (`trainer.advantage`: GRPO,
+  Dr.GRPO, RLOO, Lite PPO) gives one advantage per trajectory, shared by all its turns;
+- `igpo`: turn rewards + outcome, group-normalised and discounted (`agentrl/turn_credit.py`);
+- `gigpo` / `hgpo`: episode advantage plus an anchor-state step advantage (`agentrl/step_groups.py`);
+- any import path to a function `fn(batch: TurnBatch, config: TrainerConfig) -> (advantages_B_K, metrics)`.
+
+Forked trajectories then get branch-aware attribution of their shared turns (`agentrl/branch_credit.py`), and
+each turn's advantage lands on exactly the tokens its policy call sampled; prompt and tool-output tokens get
+nothing (they are outside the loss mask). Infrastructure failures and unscored trajectories are left out of
+every group statistic, so a crashed sandbox cannot drag a group's baseline down.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
+from torch import Tensor
 
+from agentrl.branch_credit import attribute_branches
+from agentrl.config import TrainerConfig
 from agentrl.learner import TrainSample
 from agentrl.registry import resolve
+from agentrl.turn_batch import TurnBatch, token_advantages, token_entropies
 from agentrl.types import Trajectory, TrajectoryGroup
 
 
-def trajectory_sample(trajectory: Trajectory, advantage: float) -> TrainSample:
-    """Broadcast one advantage over the trajectory's sampled tokens."""
-    mask = trajectory.loss_mask
+def trajectory_sample(trajectory: Trajectory, advantage: float | Sequence[float]) -> TrainSample:
+    """A TrainSample with one advantage for the whole trajectory, or one per turn."""
+    per_turn = [advantage] * len(trajectory.turns) if isinstance(advantage, (int, float)) else advantage
     return TrainSample(
         token_ids=tuple(trajectory.token_ids),
-        loss_mask=tuple(mask),
-        advantages=tuple(advantage if m else 0.0 for m in mask),
+        loss_mask=tuple(trajectory.loss_mask),
+        advantages=token_advantages(trajectory, per_turn),
         sampler_logprobs=tuple(trajectory.sampler_logprobs),
+        sampler_entropies=token_entropies(trajectory),
     )
 
 
+def trajectory_credit(batch: TurnBatch, config: Any) -> tuple[Tensor, dict[str, float]]:
+    """Credit assigner `trajectory`: the `trainer.advantage` estimator's value on every turn."""
+    advantages_B = resolve("advantage", config.advantage)(batch.outcome_B, batch.group_index_B)
+    return torch.where(batch.turn_mask_B_K, advantages_B[:, None], 0.0), {}
+
+
 def assign_credit(
-    groups: Sequence[TrajectoryGroup], estimator: str = "grpo", *, skip_zero_advantage_groups: bool = True
+    groups: Sequence[TrajectoryGroup],
+    estimator: str = "grpo",
+    *,
+    skip_zero_advantage_groups: bool = True,
+    config: TrainerConfig | None = None,
 ) -> tuple[list[TrainSample], dict[str, float]]:
-    """Advantages for every scorable trajectory; returns the samples and credit metrics."""
-    members: list[Trajectory] = []
-    group_index: list[int] = []
-    for g, group in enumerate(groups):
-        for t in group.valid:
-            if t.reward is not None and t.turns:
-                members.append(t)
-                group_index.append(g)
-    if not members:
+    """Per-token advantages for every scorable trajectory; returns the samples and credit metrics.
+
+    `config` selects the credit assigner and its knobs; without one, trajectory-level `estimator` credit.
+    """
+    if config is None:
+        config = TrainerConfig(advantage=estimator, skip_zero_advantage_groups=skip_zero_advantage_groups)
+    batch = TurnBatch.from_groups(groups)
+    if not len(batch):
         return [], {"credit/trajectories": 0.0}
-    rewards_B = torch.tensor([t.reward for t in members], dtype=torch.float32)
-    index_B = torch.tensor(group_index, dtype=torch.long)
-    advantages_B = resolve("advantage", estimator)(rewards_B, index_B)
-    informative = torch.zeros(len(groups), dtype=torch.bool)
-    informative.index_put_((index_B,), advantages_B.abs() > 1e-8, accumulate=True)
+    advantages_B_K, metrics = resolve("credit", config.credit)(batch, config)
+    advantages_B_K, branch_metrics = attribute_branches(
+        batch.trajectories, advantages_B_K, batch.turn_mask_B_K, config.branch_attribution
+    )
+    informative_K = informative_groups(advantages_B_K, batch.group_index_B, batch.num_groups)
+    informative_B = informative_K[batch.group_index_B]
     samples = [
-        trajectory_sample(t, float(a))
-        for t, a, g in zip(members, advantages_B.tolist(), group_index)
-        if informative[g] or not skip_zero_advantage_groups
+        trajectory_sample(t, row[: len(t.turns)])
+        for t, row, keep in zip(batch.trajectories, advantages_B_K.tolist(), informative_B.tolist(), strict=True)
+        if keep or not config.skip_zero_advantage_groups
     ]
-    metrics = {
+    turn_values = advantages_B_K[batch.turn_mask_B_K]
+    return samples, {
         "credit/trajectories": float(len(samples)),
-        "credit/informative_groups": float(informative.sum()),
-        "credit/advantage_abs_mean": float(advantages_B.abs().mean()),
+        "credit/informative_groups": float(informative_K.sum()),
+        "credit/advantage_abs_mean": float(turn_values.abs().mean()),
+        "credit/advantage_std": float(turn_values.std(correction=0)),
+        **metrics,
+        **branch_metrics,
     }
-    return samples, metrics
+
+
+def informative_groups(advantages_B_K: Tensor, group_index_B: Tensor, num_groups: int) -> Tensor:
+    """`informative_K`: whether any turn of any trajectory of each group has a nonzero advantage."""
+    nonzero_B = (advantages_B_K.abs() > 1e-8).any(-1)
+    return torch.zeros(num_groups, dtype=torch.bool).index_put_((group_index_B,), nonzero_B, accumulate=True)

@@ -21,6 +21,7 @@ learner's pre-update logprobs are compared with the sampler's (`sampler_logprob_
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import sys
@@ -35,12 +36,27 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from agentrl.config import TrainerConfig
-from agentrl.losses import AGGREGATION_MODES, aggregate, entropy_from_logits, kl_k3, token_logprobs
+from agentrl.losses import (
+    AGGREGATION_MODES,
+    aggregate,
+    entropy_aware_advantages,
+    entropy_from_logits,
+    kl_k3,
+    token_logprobs,
+    truncated_importance_weights,
+)
 from agentrl.registry import resolve
 
 # Per-token statistics averaged over all loss tokens of a step (the rest are averaged over optimizer steps).
-_TOKEN_METRICS = ("kl", "entropy", "clip_frac_low", "clip_frac_high", "clip_frac_dual",
-                  "sampler_logprob_abs_diff", "approx_kl_to_sampler")
+_TOKEN_METRICS = (
+    "kl",
+    "entropy",
+    "clip_frac_low",
+    "clip_frac_high",
+    "clip_frac_dual",
+    "sampler_logprob_abs_diff",
+    "approx_kl_to_sampler",
+)
 
 
 @dataclass(frozen=True)
@@ -54,9 +70,14 @@ class TrainSample:
     """Per-token advantage; ignored where `loss_mask` is False."""
     sampler_logprobs: tuple[float, ...]
     """Logprobs the sampler reported for each token (0 where masked)."""
+    sampler_entropies: tuple[float, ...] = ()
+    """Entropy of the sampling distribution at each token (0 where masked); empty when the sampler gave none.
+    AEPO's entropy-aware advantage reads it."""
 
     def __post_init__(self) -> None:
         lengths = {len(self.token_ids), len(self.loss_mask), len(self.advantages), len(self.sampler_logprobs)}
+        if self.sampler_entropies:
+            lengths.add(len(self.sampler_entropies))
         if len(lengths) != 1:
             raise ValueError(f"TrainSample fields differ in length: {sorted(lengths)}")
         if not self.token_ids:
@@ -70,7 +91,7 @@ class TrainSample:
 def split_minibatches(num_samples: int, num_minibatches: int) -> list[range]:
     """Contiguous, in-order index ranges whose sizes differ by at most one (empty ranges are dropped)."""
     bounds = [num_samples * k // num_minibatches for k in range(num_minibatches + 1)]
-    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
 def plan_microbatches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -98,6 +119,7 @@ class MicroBatch:
     mask_B_T1: Tensor
     advantages_B_T1: Tensor
     sampler_logprobs_B_T1: Tensor
+    sampler_entropies_B_T1: Tensor
 
 
 def collate(samples: Sequence[TrainSample], pad_token_id: int, device: torch.device) -> MicroBatch:
@@ -116,6 +138,7 @@ def collate(samples: Sequence[TrainSample], pad_token_id: int, device: torch.dev
     mask = rows((s.loss_mask for s in samples), False, torch.bool)[:, 1:]
     advantages = rows((s.advantages for s in samples), 0.0, torch.float32)[:, 1:]
     sampler = rows((s.sampler_logprobs for s in samples), 0.0, torch.float32)[:, 1:]
+    entropies = rows((s.sampler_entropies or [0.0] * len(s.token_ids) for s in samples), 0.0, torch.float32)[:, 1:]
     return MicroBatch(
         input_ids_B_T=input_ids,
         attention_mask_B_T=attention,
@@ -123,7 +146,39 @@ def collate(samples: Sequence[TrainSample], pad_token_id: int, device: torch.dev
         mask_B_T1=mask,
         advantages_B_T1=torch.where(mask, advantages, 0.0),
         sampler_logprobs_B_T1=torch.where(mask, sampler, 0.0),
+        sampler_entropies_B_T1=torch.where(mask, entropies, 0.0),
     )
+
+
+def entropy_scaled(samples: list[TrainSample], alpha: float, step_sums: dict[str, float]) -> list[TrainSample]:
+    """AEPO's entropy-aware advantage over one mini-batch: A_t·(1 + α·z(H_t)), z over the mini-batch's loss tokens.
+
+    Deviation from AEPO (which z-scores the trainer's forward-pass entropies per micro-batch): the entropies are
+    the sampler's (`TrainSample.sampler_entropies`, the same distribution on-policy at the learner's
+    temperature, a top-k proxy with remote samplers) and the statistics span the mini-batch, so the result does
+    not depend on packing. Left unchanged when a sample has none (`entropy_advantage_applied` counts the
+    mini-batches where it was applied).
+    """
+    if not all(s.sampler_entropies for s in samples):
+        return samples
+    step_sums["entropy_advantage_applied"] += 1.0
+    width = max(len(s.token_ids) for s in samples)
+
+    def rows(values: Any, dtype: torch.dtype) -> Tensor:
+        return torch.tensor([list(v) + [0] * (width - len(v)) for v in values], dtype=dtype)
+
+    mask_B_T = rows((s.loss_mask for s in samples), torch.bool)
+    mask_B_T[:, 0] = False  # token 0 never has a loss
+    advantages_B_T = entropy_aware_advantages(
+        rows((s.advantages for s in samples), torch.float64),
+        rows((s.sampler_entropies for s in samples), torch.float64),
+        mask_B_T,
+        alpha,
+    )
+    return [
+        dataclasses.replace(s, advantages=tuple(advantages_B_T[b, : len(s.token_ids)].tolist()))
+        for b, s in enumerate(samples)
+    ]
 
 
 def _masked_sum(values_B_T: Tensor, mask_B_T: Tensor) -> float:
@@ -199,6 +254,10 @@ class Learner:
         elapsed_s = time.perf_counter() - start
         num_tokens = sum(s.num_loss_tokens for s in samples)
         metrics = {name: token_sums[name] / max(num_tokens, 1) for name in _TOKEN_METRICS}
+        if self.config.tis_cap > 0:
+            metrics.update({name: token_sums[name] / max(num_tokens, 1) for name in ("tis_weight", "tis_capped_frac")})
+        if self.config.entropy_alpha > 0:
+            metrics["entropy_advantage_applied"] = step_sums["entropy_advantage_applied"] / len(minibatches)
         for name in ("loss", "pg_loss", "grad_norm"):
             metrics[name] = step_sums[name] / len(minibatches)
         metrics.update(
@@ -233,6 +292,8 @@ class Learner:
             "num_tokens": sum(s.num_loss_tokens for s in samples),
             "max_tokens": self.max_tokens_per_sequence or max(len(s.token_ids) for s in samples),
         }
+        if self.config.entropy_alpha > 0:
+            samples = entropy_scaled(samples, self.config.entropy_alpha, step_sums)
         plans = plan_microbatches([len(s.token_ids) for s in samples], self.config.max_tokens_per_microbatch)
         for plan in plans:
             batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
@@ -260,9 +321,19 @@ class Learner:
             old_B_T1 = logprobs_B_T1.detach()
             self._record_sampler_drift(old_B_T1, batch, token_sums)
         loss_B_T1, stats = self.policy_loss(
-            logprobs_B_T1, old_B_T1, batch.advantages_B_T1,
-            clip_low=config.clip_low, clip_high=config.clip_high, dual_clip=config.dual_clip,
+            logprobs_B_T1,
+            old_B_T1,
+            batch.advantages_B_T1,
+            clip_low=config.clip_low,
+            clip_high=config.clip_high,
+            dual_clip=config.dual_clip,
+            mask_B_T=mask_B_T1,
         )
+        if config.tis_cap > 0:
+            weights_B_T1 = truncated_importance_weights(old_B_T1, batch.sampler_logprobs_B_T1, config.tis_cap)
+            loss_B_T1 = loss_B_T1 * weights_B_T1
+            token_sums["tis_weight"] += _masked_sum(weights_B_T1, mask_B_T1)
+            token_sums["tis_capped_frac"] += _masked_sum((weights_B_T1 >= config.tis_cap).float(), mask_B_T1)
         pg_loss = agg(loss_B_T1)
         loss = pg_loss
         if config.kl_coef > 0:

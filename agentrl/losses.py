@@ -2,14 +2,16 @@
 
 A policy loss maps per-token log-probabilities to a per-token loss and per-token statistics:
 
-    fn(logprobs_B_T, old_logprobs_B_T, advantages_B_T, *, clip_low, clip_high, dual_clip)
+    fn(logprobs_B_T, old_logprobs_B_T, advantages_B_T, *, clip_low, clip_high, dual_clip, mask_B_T)
         -> (loss_B_T, stats: dict[str, Tensor of shape B_T])
 
-and is registered by name in `POLICY_LOSSES` (`trainer.loss = "ppo_clip"`). `aggregate` reduces a per-token
-quantity over the loss mask in one of three modes (`trainer.loss_agg`); its denominators are passed in as
-totals over the whole mini-batch, so summing `aggregate` over the micro-batches of a mini-batch gives exactly
-the mini-batch value and gradient accumulation needs no rescaling. `kl_k3`, `entropy_from_logits` and
-`token_logprobs` are the remaining per-token pieces of the objective (algorithms.md §2.1):
+and is registered by name in `POLICY_LOSSES` (`trainer.loss = "ppo_clip"`, `"aepo"`, `"gspo"`). `aggregate`
+reduces a per-token quantity over the loss mask in one of three modes (`trainer.loss_agg`); its denominators
+are passed in as totals over the whole mini-batch, so summing `aggregate` over the micro-batches of a
+mini-batch gives exactly the mini-batch value and gradient accumulation needs no rescaling. `kl_k3`,
+`entropy_from_logits` and `token_logprobs` are the remaining per-token pieces of the objective (algorithms.md
+§2.1); `truncated_importance_weights` (TIS) reweights the per-token policy loss and `entropy_aware_advantages`
+(AEPO) rescales the advantages before it:
 
     loss = agg(L_clip) + kl_coef · agg(KL_k3(π_θ ‖ π_ref)) − entropy_coef · agg(H(π_θ))
 """
@@ -52,6 +54,7 @@ def ppo_clip_loss(
     clip_low: float,
     clip_high: float,
     dual_clip: float,
+    mask_B_T: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped surrogate with asymmetric (clip-higher) ranges and dual clip, per token.
 
@@ -62,16 +65,86 @@ def ppo_clip_loss(
     0.28 / 0.2): Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at Scale". Dual clip:
     Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep Reinforcement Learning".
     Deviation: the log-ratio is clamped to ±20 before exp (as in verl), so far-off-policy tokens cannot
-    overflow.
+    overflow. `mask_B_T` is unused (per-token loss).
 
     Returns `loss_B_T` and `stats` with 0/1 float indicators of shape B_T (`clip_frac_low`, `clip_frac_high`,
     `clip_frac_dual`: where that clip is active, i.e. the token's gradient is cut off) and the detached
     `ratio`; the caller averages them over its loss mask.
     """
-    log_ratio_B_T = (logprobs_B_T - old_logprobs_B_T).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
-    ratio_B_T = torch.exp(log_ratio_B_T)
+    ratio_B_T = torch.exp((logprobs_B_T - old_logprobs_B_T).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    return clipped_surrogate(ratio_B_T, advantages_B_T, clip_low, 1.0 + clip_high, dual_clip)
+
+
+@register_loss("aepo")
+def aepo_loss(
+    logprobs_B_T: Tensor,
+    old_logprobs_B_T: Tensor,
+    advantages_B_T: Tensor,
+    *,
+    clip_low: float,
+    clip_high: float,
+    dual_clip: float,
+    mask_B_T: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """AEPO entropy-balanced clipping: PPO clip whose upper bound keeps its gradient (stop-gradient form).
+
+    Dong et al. 2025, "Agentic Entropy-Balanced Policy Optimization" (AEPO, arXiv 2510.14545), code
+    `compute_policy_loss_entropy_balanced_clipping`: upper = (1 + ε_high) / sg(ρ) · ρ, whose value is
+    1 + ε_high and whose gradient is (1 + ε_high)·∇logπ. Where A > 0 and ρ > 1 + ε_high, PPO's gradient is 0
+    and AEPO's is −(1 + ε_high)·A·∇logπ; the low side and dual clip are PPO's, and the forward value equals
+    PPO's everywhere. Deviation (as the released code): applied to every token, not only high-entropy ones
+    (it only bites where ρ > 1 + ε_high and A > 0). The paper's entropy-aware advantage is
+    `entropy_aware_advantages`, applied by the learner (`trainer.entropy_advantage_alpha`).
+    """
+    ratio_B_T = torch.exp((logprobs_B_T - old_logprobs_B_T).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    upper_B_T = (1.0 + clip_high) * ratio_B_T / ratio_B_T.detach()
+    return clipped_surrogate(ratio_B_T, advantages_B_T, clip_low, upper_B_T, dual_clip)
+
+
+@register_loss("gspo")
+def gspo_loss(
+    logprobs_B_T: Tensor,
+    old_logprobs_B_T: Tensor,
+    advantages_B_T: Tensor,
+    *,
+    clip_low: float,
+    clip_high: float,
+    dual_clip: float,
+    mask_B_T: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """GSPO: the clipped surrogate on the sequence-level ratio s_i = exp(mean_t log ρ_{i,t}) over `mask_B_T`.
+
+    Zheng et al. 2025, "Group Sequence Policy Optimization" (arXiv 2507.18071). Written in the paper's
+    GSPO-token form s_{i,t} = sg(s_i)·π_t / sg(π_t) (value s_i, gradient s_i·∇logπ_t), so the loss stays per
+    token; with per-sequence advantages and `loss_agg = seq-mean-token-mean` its gradient is exactly GSPO's
+    (1/G)·Σ_i s_i·A_i·(1/|y_i|)·Σ_t ∇logπ_{i,t}, with `token-mean` each sequence weighs by its length.
+    The clip acts on s_i: the paper uses ε of order 3e-4 / 4e-4, so set `trainer.clip_low` / `clip_high`
+    accordingly (the defaults are token-level PPO's). Deviation: no dual clip (`dual_clip` is ignored).
+    """
+    if mask_B_T is None:
+        mask_B_T = torch.ones_like(logprobs_B_T, dtype=torch.bool)
+    mask_B_T = mask_B_T.bool()
+    log_ratio_B_T = torch.where(mask_B_T, logprobs_B_T - old_logprobs_B_T, 0.0)
+    seq_log_ratio_B = log_ratio_B_T.sum(-1) / mask_B_T.sum(-1).clamp(min=1)
+    seq_log_ratio_B = seq_log_ratio_B.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+    token_log_ratio_B_T = seq_log_ratio_B.detach()[:, None] + logprobs_B_T - logprobs_B_T.detach()
+    return clipped_surrogate(torch.exp(token_log_ratio_B_T), advantages_B_T, clip_low, 1.0 + clip_high, 0.0)
+
+
+def clipped_surrogate(
+    ratio_B_T: Tensor, advantages_B_T: Tensor, clip_low: float, upper: float | Tensor, dual_clip: float
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """max(−A·ρ, −A·clip(ρ, 1 − ε_low, upper)), then the dual clip min(·, −A·c) for A < 0, with stats.
+
+    `upper` may be a tensor (AEPO's gradient-carrying bound); the clamp is a `where`, so a clamped token's
+    gradient is the bound's.
+    """
+    lower = 1.0 - clip_low
+    upper_value = upper.detach() if isinstance(upper, Tensor) else upper
+    clamped_B_T = torch.where(ratio_B_T > upper_value, upper, ratio_B_T)
+    clamped_B_T = torch.where(ratio_B_T < lower, torch.full_like(ratio_B_T, lower), clamped_B_T)
     pg1_B_T = -advantages_B_T * ratio_B_T
-    pg2_B_T = -advantages_B_T * ratio_B_T.clamp(1.0 - clip_low, 1.0 + clip_high)
+    pg2_B_T = -advantages_B_T * clamped_B_T
     loss_B_T = torch.maximum(pg1_B_T, pg2_B_T)
     clipped_B_T = pg2_B_T > pg1_B_T
     dual_B_T = torch.zeros_like(clipped_B_T)
@@ -87,6 +160,36 @@ def ppo_clip_loss(
         "ratio": ratio_B_T,
     }
     return loss_B_T, stats
+
+
+def truncated_importance_weights(old_logprobs_B_T: Tensor, sampler_logprobs_B_T: Tensor, cap: float) -> Tensor:
+    """TIS weights min(π_old / π_sampler, cap) per token, detached.
+
+    Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (truncated
+    importance sampling): the sampler (vLLM, quantised or stale weights) and the learner disagree on token
+    probabilities; weighting each token's policy loss by this capped ratio corrects the mismatch with bounded
+    variance. The log-ratio is clamped to ±20 before exp.
+    """
+    log_ratio_B_T = (old_logprobs_B_T - sampler_logprobs_B_T).detach().clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+    return torch.exp(log_ratio_B_T).clamp(max=cap)
+
+
+def entropy_aware_advantages(
+    advantages_B_T: Tensor, entropy_B_T: Tensor, mask_B_T: Tensor, alpha: float, *, eps: float = 1e-6
+) -> Tensor:
+    """AEPO entropy-aware advantage A_t·(1 + α·sg(z_t)), z_t = (H_t − mean H) / std H over the valid tokens.
+
+    Dong et al. 2025 (AEPO, arXiv 2510.14545), α = 0.2 in the code. Statistics come from `mask_B_T` tokens only
+    (population std, eps-guarded) of whatever batch the caller passes; the learner passes a whole mini-batch
+    so the result does not depend on micro-batch packing (the AEPO code uses per-micro-batch statistics).
+    """
+    mask_B_T = mask_B_T.bool()
+    entropy_B_T = entropy_B_T.detach()
+    count = mask_B_T.sum().clamp(min=1)
+    mean = torch.where(mask_B_T, entropy_B_T, 0.0).sum() / count
+    std = (torch.where(mask_B_T, (entropy_B_T - mean).square(), 0.0).sum() / count).sqrt()
+    z_B_T = torch.where(mask_B_T, (entropy_B_T - mean) / (std + eps), 0.0)
+    return advantages_B_T * (1.0 + alpha * z_B_T)
 
 
 def aggregate(

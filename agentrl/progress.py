@@ -33,8 +33,7 @@ EVAL_KEY = "eval/success"
 class TrainProgress:
     """Context manager reporting training progress; see the module docstring for the two display modes."""
 
-    def __init__(self, total_steps: int, *, enabled: bool = True, start_step: int = 0,
-                 console: Any = None) -> None:
+    def __init__(self, total_steps: int, *, enabled: bool = True, start_step: int = 0, console: Any = None) -> None:
         """`console` is a `rich.console.Console` to draw on (default: stdout); it decides what a terminal is."""
         self.total_steps = total_steps
         self.start_step = start_step
@@ -57,8 +56,9 @@ class TrainProgress:
                 self._start_bar(console)
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
@@ -83,8 +83,9 @@ class TrainProgress:
 
     def describe(self, metrics: Mapping[str, float]) -> str:
         """`reward 0.41 success 0.41 tools 1.6 tok/s 2311 eval 0.52` for the keys present."""
-        parts = [f"{label} {fmt.format(float(metrics[key]))}"
-                 for key, label, fmt in FIELDS if _is_number(metrics.get(key))]
+        parts = [
+            f"{label} {fmt.format(float(metrics[key]))}" for key, label, fmt in FIELDS if _is_number(metrics.get(key))
+        ]
         # Held-out success is only measured every few steps; the latest known value stays on display.
         if self.eval_success is not None:
             parts.append(f"eval {self.eval_success:.2f}")
@@ -110,8 +111,7 @@ class TrainProgress:
             TextColumn("{task.fields[stats]}", markup=False),
             console=console,
         )
-        self._task = self._progress.add_task("train", total=self.total_steps, completed=self.start_step,
-                                             stats="")
+        self._task = self._progress.add_task("train", total=self.total_steps, completed=self.start_step, stats="")
         self._progress.start()
 
 

@@ -42,13 +42,22 @@ async def collect_groups(
         async with gate:
             try:
                 trajectory = await scaffold.run(
-                    task, policy, tools, group_id=group_id, trajectory_id=trajectory_id,
+                    task,
+                    policy,
+                    tools,
+                    group_id=group_id,
+                    trajectory_id=trajectory_id,
                     seed=trajectory_seed(seed, step, task.id, sample),
                 )
             except Exception as e:  # a scaffold crash is an infrastructure failure of this trajectory only
                 trajectory = Trajectory(
-                    task_id=task.id, group_id=group_id, trajectory_id=trajectory_id, prompt_ids=(), turns=(),
-                    stop_reason=StopReason.INFRA_ERROR, error=f"{type(e).__name__}: {e}",
+                    task_id=task.id,
+                    group_id=group_id,
+                    trajectory_id=trajectory_id,
+                    prompt_ids=(),
+                    turns=(),
+                    stop_reason=StopReason.INFRA_ERROR,
+                    error=f"{type(e).__name__}: {e}",
                     policy_version=getattr(policy, "version", 0),
                 )
         if on_done is not None:
@@ -56,4 +65,6 @@ async def collect_groups(
         return trajectory
 
     jobs = [[asyncio.ensure_future(one(task, i)) for i in range(samples_per_prompt)] for task in tasks]
-    return [TrajectoryGroup(task, tuple(await asyncio.gather(*group))) for task, group in zip(tasks, jobs)]
+    return [
+        TrajectoryGroup(task, tuple(await asyncio.gather(*group))) for task, group in zip(tasks, jobs, strict=False)
+    ]

@@ -29,13 +29,15 @@ def load_task_file(path: str | Path) -> list[Task]:
         if not prompt:
             raise ValueError(f"{path}: row {i} has no 'prompt' (or 'question')")
         answer = row.get("answer")
-        tasks.append(Task(
-            id=str(row.get("id") or f"{path.stem}/{i}"),
-            prompt=str(prompt),
-            answer=None if answer is None else str(answer),
-            split=str(row.get("split") or "train"),
-            metadata={k: v for k, v in row.items() if k not in _KNOWN and v is not None},
-        ))
+        tasks.append(
+            Task(
+                id=str(row.get("id") or f"{path.stem}/{i}"),
+                prompt=str(prompt),
+                answer=None if answer is None else str(answer),
+                split=str(row.get("split") or "train"),
+                metadata={k: v for k, v in row.items() if k not in _KNOWN and v is not None},
+            )
+        )
     return tasks
 
 

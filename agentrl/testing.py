@@ -6,6 +6,7 @@
 - `Counter`: a stateful toolset, one integer per session, for tests of sessions, idempotency and fork.
 - `serve_in_thread`: a real uvicorn server on loopback, in a background thread, for integration tests.
 - `ScriptedPolicy`: a policy that replays scripted assistant turns (a double for the model only).
+- `scripted_chat_app`: an OpenAI-compatible chat server with scripted replies (a double for a judge model).
 """
 
 from __future__ import annotations
@@ -122,3 +123,36 @@ class ScriptedPolicy:
 
     def sync_weights(self) -> None:
         self.version += 1
+
+
+def scripted_chat_app(reply: Callable[[list[dict[str, Any]]], Any]) -> Any:
+    """An OpenAI-compatible `/v1/chat/completions` server whose replies are `reply(messages)` (a double for a
+    judge or chat model). `reply` may be async; if it raises, the request fails with HTTP 500. The request
+    bodies are kept in `app.state.requests`."""
+    import inspect
+
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI()
+    app.state.requests = []
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict) -> Any:
+        app.state.requests.append(body)
+        try:
+            text = reply(body["messages"])
+            if inspect.isawaitable(text):
+                text = await text
+        except Exception as e:
+            return JSONResponse({"error": {"message": str(e), "type": "server_error"}}, status_code=500)
+        return {
+            "id": f"chatcmpl-{len(app.state.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+
+    return app

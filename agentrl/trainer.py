@@ -59,8 +59,13 @@ class Trainer:
         self.rewards = RewardStack.from_specs(config.rewards or self.scaffold.reward_names())
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
         self.policy = build_policy(config.policy, self.model, self.tokenizer)
-        self.learner = Learner(self.model, config.trainer, pad_token_id=self.tokenizer.pad_token_id,
-                               ref_model=self._reference_model(), temperature=config.rollout.temperature)
+        self.learner = Learner(
+            self.model,
+            config.trainer,
+            pad_token_id=self.tokenizer.pad_token_id,
+            ref_model=self._reference_model(),
+            temperature=config.rollout.temperature,
+        )
         self.tools = self._tool_backend()
         self.state = TrainerState(step=0, wall_s=0.0, policy_version=0)
         if resume and (ckpt := latest_checkpoint(run_dir)) is not None:
@@ -102,12 +107,18 @@ class Trainer:
         cfg = self.config
         t0 = time.monotonic()
         groups, collect_stats = self.collect(step)
-        groups = self.score(groups)
+        groups = self.score(groups, filters=True)
         samples, credit_stats = self.credit(groups)
         update_stats = self.update(samples)
         self.sync()
-        stats = {**collect_stats, **rollout_metrics(groups, self.rewards.names[0]), **credit_stats,
-                 **update_stats, "time/step_s": time.monotonic() - t0}
+        stats = {
+            **collect_stats,
+            **self.score_stats,
+            **rollout_metrics(groups, self.rewards.names[0]),
+            **credit_stats,
+            **update_stats,
+            "time/step_s": time.monotonic() - t0,
+        }
         limit_s = 60 * cfg.trainer.max_minutes if cfg.trainer.max_minutes is not None else float("inf")
         out_of_time = time.monotonic() - started > limit_s
         if self._should_evaluate(step) or (out_of_time and cfg.eval.every_steps):
@@ -127,10 +138,18 @@ class Trainer:
         if sampler_stats is not None:
             sampler_stats.reset()
         t0 = time.monotonic()
-        groups = self.loop.run_until_complete(collect_groups(
-            self.scaffold, tasks, self.policy, self.tools, samples_per_prompt=cfg.rollout.samples_per_prompt,
-            step=step, seed=cfg.seed, max_concurrent=cfg.rollout.max_concurrent_trajectories,
-        ))
+        groups = self.loop.run_until_complete(
+            collect_groups(
+                self.scaffold,
+                tasks,
+                self.policy,
+                self.tools,
+                samples_per_prompt=cfg.rollout.samples_per_prompt,
+                step=step,
+                seed=cfg.seed,
+                max_concurrent=cfg.rollout.max_concurrent_trajectories,
+            )
+        )
         seconds = time.monotonic() - t0
         trajectories = [t for g in groups for t in g.trajectories]
         if all(t.is_infra_failure for t in trajectories):
@@ -142,19 +161,38 @@ class Trainer:
             stats["rollout/batch_rows_mean"] = sum(sampler_stats.rows) / len(sampler_stats.rows)
         return groups, stats
 
-    def score(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
-        async def score_all() -> list[TrajectoryGroup]:
-            scored = []
-            for g in groups:
-                trajs = await asyncio.gather(*(self.rewards.score(g.task, t) for t in g.trajectories))
-                scored.append(TrajectoryGroup(g.task, tuple(trajs)))
-            return scored
+    def score(self, groups: list[TrajectoryGroup], *, filters: bool = False) -> list[TrajectoryGroup]:
+        """Reward every trajectory (all concurrently, so model probes batch across groups); with `filters`, then
+        apply `reward_filters`. What it cost and what it removed lands in `self.score_stats`."""
+        from agentrl.registry import resolve
+        from agentrl.rewards.combinators import apply_filters, component_metrics, reward_counters
 
-        return self.loop.run_until_complete(score_all())
+        async def score_one(g: TrajectoryGroup) -> TrajectoryGroup:
+            trajs = await asyncio.gather(*(self.rewards.score(g.task, t, policy=self.policy) for t in g.trajectories))
+            return TrajectoryGroup(g.task, tuple(trajs))
+
+        async def score_all() -> list[TrajectoryGroup]:
+            return list(await asyncio.gather(*(score_one(g) for g in groups)))
+
+        probes = getattr(self.policy, "score_stats", None)
+        forwards_before = probes.forwards if probes is not None else 0
+        t0 = time.monotonic()
+        scored = self.loop.run_until_complete(score_all())
+        self.score_stats = {
+            "time/score_s": time.monotonic() - t0,
+            **component_metrics(scored),
+            **reward_counters([r for r, _ in self.rewards.components]),
+        }
+        if probes is not None:
+            self.score_stats["score/policy_forwards"] = float(probes.forwards - forwards_before)
+        if filters and self.config.reward_filters:
+            named = [(spec, resolve("reward_filter", spec)) for spec in self.config.reward_filters]
+            scored, filter_stats = apply_filters(named, scored)
+            self.score_stats.update(filter_stats)
+        return scored
 
     def credit(self, groups: list[TrajectoryGroup]):
-        t = self.config.trainer
-        return assign_credit(groups, t.advantage, skip_zero_advantage_groups=t.skip_zero_advantage_groups)
+        return assign_credit(groups, config=self.config.trainer)
 
     def update(self, samples) -> dict[str, float]:
         if not samples:
@@ -171,11 +209,18 @@ class Trainer:
         if not self.eval_tasks:
             return {}
         t0 = time.monotonic()
-        groups = self.loop.run_until_complete(collect_groups(
-            self.eval_scaffold, self.eval_tasks, self.policy, self.tools,
-            samples_per_prompt=self.config.eval.samples_per_task, step=-1, seed=self.config.seed,
-            max_concurrent=self.config.rollout.max_concurrent_trajectories,
-        ))
+        groups = self.loop.run_until_complete(
+            collect_groups(
+                self.eval_scaffold,
+                self.eval_tasks,
+                self.policy,
+                self.tools,
+                samples_per_prompt=self.config.eval.samples_per_task,
+                step=-1,
+                seed=self.config.seed,
+                max_concurrent=self.config.rollout.max_concurrent_trajectories,
+            )
+        )
         groups = self.score(groups)
         primary = self.rewards.names[0]
         by_scaffold: dict[str, list[float]] = {}
@@ -188,8 +233,9 @@ class Trainer:
             out.update({f"eval/success/{k}": sum(v) / len(v) for k, v in by_scaffold.items()})
         return out
 
-    def log(self, step: int, stats: dict[str, float], progress: TrainProgress,
-            groups: Sequence[TrajectoryGroup] = ()) -> None:
+    def log(
+        self, step: int, stats: dict[str, float], progress: TrainProgress, groups: Sequence[TrajectoryGroup] = ()
+    ) -> None:
         self.metrics.log(step, stats)
         progress.advance(step, stats)
         if groups:
@@ -203,8 +249,9 @@ class Trainer:
     def checkpoint(self, step: int, *, force: bool = False) -> None:
         cfg = self.config
         if force or step % cfg.checkpoint_every_steps == 0 or step == cfg.trainer.steps:
-            save_checkpoint(self.run_dir, self.state, self.model, self.tokenizer, self.learner,
-                            keep=cfg.keep_checkpoints)
+            save_checkpoint(
+                self.run_dir, self.state, self.model, self.tokenizer, self.learner, keep=cfg.keep_checkpoints
+            )
 
     # --- plumbing --------------------------------------------------------------------------------------
 
@@ -249,9 +296,13 @@ def build_scaffold(config: RunConfig, rollout: Any) -> Any:
     from agentrl.tasks import task_source
 
     tools = [import_path(TOOLSETS.get(spec, spec)) for spec in config.tools]
-    return ReactScaffold(tools=tools, tasks=task_source(config.tasks) if config.tasks else None,
-                         system_prompt=config.system_prompt or DEFAULT_SYSTEM_PROMPT,
-                         rewards=config.rewards or ("exact_match",), rollout=rollout)
+    return ReactScaffold(
+        tools=tools,
+        tasks=task_source(config.tasks) if config.tasks else None,
+        system_prompt=config.system_prompt or DEFAULT_SYSTEM_PROMPT,
+        rewards=config.rewards or ("exact_match",),
+        rollout=rollout,
+    )
 
 
 def success_of(trajectory: Any, primary_reward: str) -> float:

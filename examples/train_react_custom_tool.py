@@ -32,15 +32,27 @@ def calculate(expression: str) -> str:
 
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="agentrl-example-"))
-    rows = [{"prompt": f"What is {a} * {b}?", "answer": str(a * b), "split": "test" if a % 5 == 0 else "train"}
-            for a in range(101, 141) for b in (37, 59)]
+    rows = [
+        {"prompt": f"What is {a} * {b}?", "answer": str(a * b), "split": "test" if a % 5 == 0 else "train"}
+        for a in range(101, 141)
+        for b in (37, 59)
+    ]
     (work / "tasks.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    config = load_config(None, [
-        "scaffold=react", f"tools={__name__}:calculate", f"tasks={work / 'tasks.jsonl'}",
-        "system_prompt=Use the tools. Reply with only the final answer.",
-        "trainer.steps=3", "rollout.prompts_per_step=4", "rollout.samples_per_prompt=4", "eval.max_tasks=8",
-        f"output_dir={work}", "name=run",
-    ])
+    config = load_config(
+        None,
+        [
+            "scaffold=react",
+            f"tools={__name__}:calculate",
+            f"tasks={work / 'tasks.jsonl'}",
+            "system_prompt=Use the tools. Reply with only the final answer.",
+            "trainer.steps=3",
+            "rollout.prompts_per_step=4",
+            "rollout.samples_per_prompt=4",
+            "eval.max_tasks=8",
+            f"output_dir={work}",
+            "name=run",
+        ],
+    )
     Trainer(config, work / "run").run()
     print(f"run directory: {work / 'run'}")
 

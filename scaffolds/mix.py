@@ -20,7 +20,9 @@ class MixScaffold:
 
     def tasks(self, split: str) -> Sequence[Task]:
         if split not in self._cache:
-            per = [[dataclasses.replace(t, scaffold=name) for t in s.tasks(split)] for name, s in self.scaffolds.items()]
+            per = [
+                [dataclasses.replace(t, scaffold=name) for t in s.tasks(split)] for name, s in self.scaffolds.items()
+            ]
             mixed = (t for group in itertools.zip_longest(*per) for t in group if t is not None)
             self._cache[split] = tuple(mixed)
         return self._cache[split]

@@ -18,8 +18,8 @@ from typing import Any
 
 from agentrl.chat import ChatRenderer, ParsedTurn, assistant_message, parse_tool_calls
 from agentrl.config import RolloutConfig
-from agentrl.tool import collect_tools
 from agentrl.protocols import Policy, SamplingParams, ToolBackend, ToolSession
+from agentrl.tool import collect_tools
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools when they help. Reply with only the final answer."
@@ -158,16 +158,25 @@ class _Episode:
             if budget <= 0:
                 return StopReason.MAX_TOKENS, None
             params = SamplingParams(
-                max_new_tokens=budget, temperature=cfg.temperature, top_p=cfg.top_p,
-                stop=() if self.s.parallel_tool_calls else ("</tool_call>",), seed=(self.seed * 1009 + k) % 2**62,
+                max_new_tokens=budget,
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                stop=() if self.s.parallel_tool_calls else ("</tool_call>",),
+                seed=(self.seed * 1009 + k) % 2**62,
             )
             try:
                 completion = await self.policy.generate(self.context, params)
             except Exception as e:  # the sampler failing is the infrastructure's fault, not the policy's
                 raise _EpisodeEnd(StopReason.INFRA_ERROR, f"policy failed: {type(e).__name__}: {e}") from e
             parsed = parse_tool_calls(completion.text, id_prefix=f"call_{k}")
-            turn = Turn(tuple(completion.token_ids), tuple(completion.logprobs), tuple(completion.entropies),
-                        completion.text, tool_calls=parsed.tool_calls, parse_error=parsed.error)
+            turn = Turn(
+                tuple(completion.token_ids),
+                tuple(completion.logprobs),
+                tuple(completion.entropies),
+                completion.text,
+                tool_calls=parsed.tool_calls,
+                parse_error=parsed.error,
+            )
             self.context += completion.token_ids
             self.messages.append(assistant_message(parsed, completion.text))
             if completion.finish_reason == "length":
@@ -180,8 +189,11 @@ class _Episode:
                 if parse_errors >= cfg.max_parse_errors:
                     self.turns.append(turn)
                     return StopReason.PARSE_ERRORS, None
-                note = {"role": "user", "content": f"Error: {parsed.error}. Write tool calls as <tool_call>\n"
-                        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'}
+                note = {
+                    "role": "user",
+                    "content": f"Error: {parsed.error}. Write tool calls as <tool_call>\n"
+                    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>',
+                }
                 self._append(turn, [note], sampled_eos, feed_back=not last)
                 continue
             parse_errors = 0
@@ -192,7 +204,7 @@ class _Episode:
             turn = dataclasses.replace(turn, tool_results=tuple(results))
             tool_messages = [
                 {"role": "tool", "tool_call_id": c.id, "name": c.name, "content": self._clip(r.text)}
-                for c, r in zip(parsed.tool_calls, results)
+                for c, r in zip(parsed.tool_calls, results, strict=False)
             ]
             self._append(turn, tool_messages, sampled_eos, feed_back=not last)
         return StopReason.MAX_TURNS, None

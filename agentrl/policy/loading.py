@@ -20,8 +20,10 @@ def resolve_model_path(name: str) -> str:
         from agentrl.tiny import POLICY_DIR
 
         if not (Path(POLICY_DIR) / "config.json").exists():
-            raise FileNotFoundError(f"the shipped tiny policy is missing from {POLICY_DIR}; rebuild it with "
-                                    "`python scripts/build_tiny_policy.py`")
+            raise FileNotFoundError(
+                f"the shipped tiny policy is missing from {POLICY_DIR}; rebuild it with "
+                "`python scripts/build_tiny_policy.py`"
+            )
         return str(POLICY_DIR)
     return name
 
@@ -81,8 +83,12 @@ def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) ->
     if trainable and config.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
 
-        lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
-                          target_modules=list(config.lora_target_modules), task_type="CAUSAL_LM")
+        lora = LoraConfig(
+            r=config.lora_rank,
+            lora_alpha=config.lora_alpha,
+            target_modules=list(config.lora_target_modules),
+            task_type="CAUSAL_LM",
+        )
         model = get_peft_model(model, lora)
     return model, tokenizer
 
@@ -92,13 +98,13 @@ def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
     if config.backend == "transformers":
         from agentrl.policy.transformers_policy import TransformersPolicy
 
-        return TransformersPolicy(model, tokenizer, max_batch_size=config.max_batch_size,
-                                  batch_wait_ms=config.batch_wait_ms)
+        return TransformersPolicy(
+            model, tokenizer, max_batch_size=config.max_batch_size, batch_wait_ms=config.batch_wait_ms
+        )
     if config.backend == "openai":
         from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
         if not config.base_url:
             raise ValueError("policy.backend=openai needs policy.base_url")
-        return OpenAICompletionsPolicy(tokenizer, base_url=config.base_url, model=config.model,
-                                       api_key=config.api_key)
+        return OpenAICompletionsPolicy(tokenizer, base_url=config.base_url, model=config.model, api_key=config.api_key)
     raise ValueError(f"unknown policy backend {config.backend!r}")

@@ -47,7 +47,7 @@ def _choose(
     probs_R_V = logprobs_R_V.exp()
     entropies_R = -(probs_R_V * logprobs_R_V.nan_to_num(neginf=0.0)).sum(-1)
     tokens = []
-    for r, (p, g) in enumerate(zip(params, generators)):
+    for r, (p, g) in enumerate(zip(params, generators, strict=False)):
         if p.temperature <= 0:
             tokens.append(int(logprobs_R_V[r].argmax()))
         else:
@@ -92,7 +92,11 @@ def sample_batch(
     for _ in range(max_new):
         positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, -step_input.shape[1] :]
         out = model(
-            input_ids=step_input, attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True
+            input_ids=step_input,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
         )
         cache = out.past_key_values
         tokens, logprobs, entropies = _choose(

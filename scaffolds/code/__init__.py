@@ -15,5 +15,10 @@ class CodeScaffold(ReactScaffold):
     def __init__(self, *, rollout: RolloutConfig | None = None):
         from agentrl.scaffolds.code import tasks
 
-        super().__init__(tools=tasks.TOOLS, tasks=tasks.tasks, system_prompt=tasks.SYSTEM_PROMPT,
-                         rewards=("exact_match",), rollout=rollout)
+        super().__init__(
+            tools=tasks.TOOLS,
+            tasks=tasks.tasks,
+            system_prompt=tasks.SYSTEM_PROMPT,
+            rewards=("exact_match",),
+            rollout=rollout,
+        )

@@ -15,5 +15,10 @@ class SearchScaffold(ReactScaffold):
     def __init__(self, *, rollout: RolloutConfig | None = None):
         from agentrl.scaffolds.search import tasks
 
-        super().__init__(tools=tasks.TOOLS, tasks=tasks.tasks, system_prompt=tasks.SYSTEM_PROMPT,
-                         rewards=("exact_match",), rollout=rollout)
+        super().__init__(
+            tools=tasks.TOOLS,
+            tasks=tasks.tasks,
+            system_prompt=tasks.SYSTEM_PROMPT,
+            rewards=("exact_match",),
+            rollout=rollout,
+        )

@@ -21,10 +21,23 @@ def scripted_completions_server(tokenizer, text: str, *, ids_as_tokens: bool = T
         tokens = [f"token_id:{i}" if ids_as_tokens else tokenizer.decode([i]) for i in ids]
         top = [{t: -0.1, "token_id:0": -2.5} for t in tokens]
         return {
-            "id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "text": tokenizer.decode(ids, skip_special_tokens=False), "finish_reason": "stop",
-                         "logprobs": {"tokens": tokens, "token_logprobs": [-0.1] * len(ids), "top_logprobs": top,
-                                      "text_offset": [0] * len(ids)}}],
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "text": tokenizer.decode(ids, skip_special_tokens=False),
+                    "finish_reason": "stop",
+                    "logprobs": {
+                        "tokens": tokens,
+                        "token_logprobs": [-0.1] * len(ids),
+                        "top_logprobs": top,
+                        "text_offset": [0] * len(ids),
+                    },
+                }
+            ],
             "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": len(ids), "total_tokens": 0},
         }
 

@@ -16,8 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
-                    str(ROOT)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
     wheel = next((tmp_path / "dist").glob("agentrl-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "agentrl/tools/__init__.py" in names
@@ -28,8 +31,9 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
-    purelib = subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                      text=True).strip()
+    purelib = subprocess.check_output(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+    ).strip()
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(purelib)  # a wheel is a zip laid out for site-packages
     # dependencies come from this environment's site-packages (appended after the fresh venv's own)

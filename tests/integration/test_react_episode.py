@@ -49,7 +49,9 @@ async def test_stamped_echo_episode_is_token_exact(server_url, tiny_tokenizer):
     offset = len(t.prompt_ids)
     turn = t.turns[0]
     assert all(mask[offset : offset + len(turn.completion_ids)])
-    assert not any(mask[offset + len(turn.completion_ids) : offset + len(turn.completion_ids) + len(turn.observation_ids)])
+    assert not any(
+        mask[offset + len(turn.completion_ids) : offset + len(turn.completion_ids) + len(turn.observation_ids)]
+    )
     assert len(t.token_ids) == len(mask) == len(t.sampler_logprobs) == len(t.turn_index)
 
 
@@ -57,13 +59,14 @@ async def test_parallel_tool_calls_in_one_turn(server_url, tiny_tokenizer):
     both = call("echo", text="a") + "\n" + call("echo", text="b")
     t, renderer = await run_episode(server_url, tiny_tokenizer, [both, "done"])
     results = t.turns[0].tool_results
-    assert [r.text.endswith(x) for r, x in zip(results, "ab")] == [True, True]
+    assert [r.text.endswith(x) for r, x in zip(results, "ab", strict=False)] == [True, True]
     assert template_mismatch(renderer, t) is None
 
 
 async def test_malformed_calls_end_the_episode_with_a_stop_reason(server_url, tiny_tokenizer):
-    t, renderer = await run_episode(server_url, tiny_tokenizer, ['<tool_call>{"name": "echo", "arguments": {'],
-                                    max_parse_errors=2)
+    t, renderer = await run_episode(
+        server_url, tiny_tokenizer, ['<tool_call>{"name": "echo", "arguments": {'], max_parse_errors=2
+    )
     assert t.stop_reason is StopReason.PARSE_ERRORS
     assert len(t.turns) == 2 and all(turn.parse_error for turn in t.turns)
     notes = [m["content"] for m in t.messages if m["role"] == "user"][1:]
@@ -72,7 +75,9 @@ async def test_malformed_calls_end_the_episode_with_a_stop_reason(server_url, ti
 
 
 async def test_recovers_after_a_malformed_turn(server_url, tiny_tokenizer):
-    t, _ = await run_episode(server_url, tiny_tokenizer, ["<tool_call>oops</tool_call>", call("echo", text="x"), "done"])
+    t, _ = await run_episode(
+        server_url, tiny_tokenizer, ["<tool_call>oops</tool_call>", call("echo", text="x"), "done"]
+    )
     assert t.stop_reason is StopReason.ANSWERED and t.turns[0].parse_error and not t.turns[1].parse_error
 
 

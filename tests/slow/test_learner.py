@@ -19,8 +19,14 @@ PAD = 0
 def tiny_model(seed: int = 0, dtype: torch.dtype = torch.float64) -> Qwen2ForCausalLM:
     torch.manual_seed(seed)
     config = Qwen2Config(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=False,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
     )
     return Qwen2ForCausalLM(config).to(dtype)
 
@@ -35,12 +41,14 @@ def make_samples(n: int = 6, seed: int = 0) -> list[TrainSample]:
         length = prompt + turn1 + tool + turn2
         mask = [False] * prompt + [True] * turn1 + [False] * tool + [True] * turn2
         advantage = 1.0 if i % 2 == 0 else -0.7
-        samples.append(TrainSample(
-            token_ids=tuple(rng.randint(1, 63) for _ in range(length)),
-            loss_mask=tuple(mask),
-            advantages=tuple(advantage if m else 0.0 for m in mask),
-            sampler_logprobs=tuple(-rng.random() * 3 if m else 0.0 for m in mask),
-        ))
+        samples.append(
+            TrainSample(
+                token_ids=tuple(rng.randint(1, 63) for _ in range(length)),
+                loss_mask=tuple(mask),
+                advantages=tuple(advantage if m else 0.0 for m in mask),
+                sampler_logprobs=tuple(-rng.random() * 3 if m else 0.0 for m in mask),
+            )
+        )
     return samples
 
 
@@ -53,7 +61,7 @@ def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def assert_same_params(a: torch.nn.Module, b: torch.nn.Module, exact: bool = False) -> None:
-    for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
+    for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters(), strict=False):
         if exact:
             assert torch.equal(pa, pb), name
         else:
@@ -80,8 +88,17 @@ def test_updates_change_parameters_and_keep_loss_finite():
     assert metrics["tokens"] == sum(s.num_loss_tokens for s in samples)
     assert metrics["sequences"] == 6 and metrics["microbatches"] >= 2 and metrics["grad_norm"] > 0
     assert metrics["entropy"] > 0 and metrics["sampler_logprob_abs_diff"] > 0
-    for key in ("loss", "pg_loss", "kl", "clip_frac_low", "clip_frac_high", "clip_frac_dual", "lr",
-                "approx_kl_to_sampler", "train_tokens_per_s"):
+    for key in (
+        "loss",
+        "pg_loss",
+        "kl",
+        "clip_frac_low",
+        "clip_frac_high",
+        "clip_frac_dual",
+        "lr",
+        "approx_kl_to_sampler",
+        "train_tokens_per_s",
+    ):
         assert key in metrics
     changed = [name for name, p in model.named_parameters() if not torch.equal(p, before[name])]
     assert len(changed) == len(before)
@@ -93,8 +110,8 @@ def test_masked_positions_do_not_matter():
     scrambled = [
         dataclasses.replace(
             s,
-            advantages=tuple(a if m else 1e6 for a, m in zip(s.advantages, s.loss_mask)),
-            sampler_logprobs=tuple(lp if m else -1e4 for lp, m in zip(s.sampler_logprobs, s.loss_mask)),
+            advantages=tuple(a if m else 1e6 for a, m in zip(s.advantages, s.loss_mask, strict=False)),
+            sampler_logprobs=tuple(lp if m else -1e4 for lp, m in zip(s.sampler_logprobs, s.loss_mask, strict=False)),
         )
         for s in samples
     ]
@@ -116,8 +133,10 @@ def test_masked_tokens_get_zero_gradient(last_token_trained):
     model = tiny_model()
     mask = (False, True, True, False, last_token_trained)
     sample = TrainSample(
-        token_ids=(5, 6, 7, 62, 63), loss_mask=mask,
-        advantages=tuple(1.0 if m else 0.0 for m in mask), sampler_logprobs=(0.0, -1.0, -1.0, 0.0, -1.0),
+        token_ids=(5, 6, 7, 62, 63),
+        loss_mask=mask,
+        advantages=tuple(1.0 if m else 0.0 for m in mask),
+        sampler_logprobs=(0.0, -1.0, -1.0, 0.0, -1.0),
     )
     before = model.model.embed_tokens.weight.detach().clone()
     Learner(model, config(lr=1e-3), pad_token_id=PAD).update([sample])
@@ -132,8 +151,7 @@ def test_gradient_accumulation_is_exact(loss_agg, minibatches):
     models = []
     for budget in (1, 100_000):
         model = tiny_model()
-        trainer = config(max_tokens_per_microbatch=budget, loss_agg=loss_agg,
-                         minibatches_per_step=minibatches)
+        trainer = config(max_tokens_per_microbatch=budget, loss_agg=loss_agg, minibatches_per_step=minibatches)
         metrics = Learner(model, trainer, pad_token_id=PAD).update(samples)
         models.append(model)
         assert metrics["microbatches"] == (8 if budget == 1 else minibatches)
@@ -170,12 +188,11 @@ def test_state_dict_round_trip_resumes_exactly():
 def test_lora_trains_only_adapters_and_is_its_own_reference():
     from peft import LoraConfig, get_peft_model
 
-    model = get_peft_model(tiny_model(dtype=torch.float32),
-                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
-    learner = Learner(model, config(kl_coef=0.1), pad_token_id=PAD)
-    assert learner.params and all(
-        "lora_" in name for name, p in model.named_parameters() if p.requires_grad
+    model = get_peft_model(
+        tiny_model(dtype=torch.float32), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
     )
+    learner = Learner(model, config(kl_coef=0.1), pad_token_id=PAD)
+    assert learner.params and all("lora_" in name for name, p in model.named_parameters() if p.requires_grad)
     before = params(model)
     first = learner.update(make_samples())
     assert first["kl"] == pytest.approx(0.0, abs=1e-12)  # lora_B starts at zero: adapter off == adapter on

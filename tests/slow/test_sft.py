@@ -37,8 +37,16 @@ def test_sft_steps_lower_the_loss_and_move_the_weights(tmp_path):
     before = [p.detach().clone() for p in model.parameters()]
 
     metrics = run_sft(
-        model, tokenizer, conversations, output_dir=tmp_path,
-        max_steps=12, batch_size=4, lr=3e-3, warmup_fraction=0.0, logging_steps=1, seed=0,
+        model,
+        tokenizer,
+        conversations,
+        output_dir=tmp_path,
+        max_steps=12,
+        batch_size=4,
+        lr=3e-3,
+        warmup_fraction=0.0,
+        logging_steps=1,
+        seed=0,
     )
 
     losses = [loss for _, loss in metrics["loss_history"]]

@@ -16,8 +16,13 @@ from agentrl.trainer import Trainer
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["rollout.prompts_per_step=4", "rollout.samples_per_prompt=4", "eval.max_tasks=8", "progress=false",
-         "tensorboard=false"]
+SMALL = [
+    "rollout.prompts_per_step=4",
+    "rollout.samples_per_prompt=4",
+    "eval.max_tasks=8",
+    "progress=false",
+    "tensorboard=false",
+]
 
 
 def test_a_few_steps_change_parameters_and_keep_the_loss_finite(tmp_path):
@@ -39,8 +44,13 @@ def _train_cmd(*args):
 
 
 def test_killed_run_resumes_from_its_checkpoint(tmp_path):
-    args = SMALL + ["trainer.steps=4", "checkpoint_every_steps=2", "eval.every_steps=2", f"output_dir={tmp_path}",
-                    "name=run"]
+    args = SMALL + [
+        "trainer.steps=4",
+        "checkpoint_every_steps=2",
+        "eval.every_steps=2",
+        f"output_dir={tmp_path}",
+        "name=run",
+    ]
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(_train_cmd(*args), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

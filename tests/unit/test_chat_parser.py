@@ -69,8 +69,10 @@ def test_never_raises_on_arbitrary_text(text):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.text(min_size=1), st.dictionaries(st.text(), json_values, max_size=4)), max_size=4),
-       st.text().filter(lambda s: "<tool_call>" not in s and "</tool_call>" not in s))
+@given(
+    st.lists(st.tuples(st.text(min_size=1), st.dictionaries(st.text(), json_values, max_size=4)), max_size=4),
+    st.text().filter(lambda s: "<tool_call>" not in s and "</tool_call>" not in s),
+)
 def test_well_formed_calls_round_trip(calls, prefix):
     text = prefix + "".join(block(name, args) for name, args in calls)
     parsed = parse_tool_calls(text)

@@ -89,8 +89,9 @@ def test_low_clip_for_negative_advantage():
 def test_dual_clip_bounds_negative_advantage_loss():
     advantages = t([[-2.0, -0.5, -1.0]])
     logprobs = t([[3.0, 5.0, 0.1]])
-    loss, _ = ppo_clip_loss(logprobs, torch.zeros_like(logprobs), advantages, clip_low=0.2, clip_high=0.2,
-                            dual_clip=3.0)
+    loss, _ = ppo_clip_loss(
+        logprobs, torch.zeros_like(logprobs), advantages, clip_low=0.2, clip_high=0.2, dual_clip=3.0
+    )
     assert (loss <= 3.0 * advantages.abs() + 1e-12).all()
     torch.testing.assert_close(loss, t([[6.0, 1.5, math.exp(0.1)]]))
 

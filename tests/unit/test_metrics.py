@@ -33,8 +33,13 @@ def write_synthetic_run(run_dir: Path, steps: int = 12) -> None:
             if step:
                 record.update({"reward/mean": 0.05 * step, "success/mean": 0.04 * step, "time/step_s": 30.0})
             if step in evals:
-                record.update({"eval/success": evals[step], "eval/success/code": evals[step] - 0.1,
-                               "eval/success/search": evals[step] + 0.1})
+                record.update(
+                    {
+                        "eval/success": evals[step],
+                        "eval/success/code": evals[step] - 0.1,
+                        "eval/success/search": evals[step] + 0.1,
+                    }
+                )
             f.write(json.dumps(record) + "\n")
 
 
@@ -51,8 +56,9 @@ def test_logger_writes_one_flushed_line_per_call_and_skips_none(tmp_path: Path) 
     logger = MetricsLogger(tmp_path, tensorboard=False)
     logger.log(1, {"reward/mean": 0.5, "success/mean": None, "tool_calls/mean": 2})
     # Readable before close: a killed run keeps everything it logged.
-    assert lines(tmp_path) == [{"step": 1, "wall_s": pytest.approx(0.0, abs=1.0), "reward/mean": 0.5,
-                                "tool_calls/mean": 2}]
+    assert lines(tmp_path) == [
+        {"step": 1, "wall_s": pytest.approx(0.0, abs=1.0), "reward/mean": 0.5, "tool_calls/mean": 2}
+    ]
     logger.log(2, {"reward/mean": 0.75})
     logger.close()
     assert [r["step"] for r in lines(tmp_path)] == [1, 2]
@@ -107,16 +113,16 @@ def test_replayed_steps_supersede_what_a_killed_run_logged(tmp_path: Path) -> No
     # Logged steps 1-3, checkpointed at 2, killed; the resumed run replays step 3 and goes on.
     rows = [(1, 0.1), (2, 0.2), (3, 0.9), (3, 0.3), (4, 0.4)]
     (tmp_path / "metrics.jsonl").write_text(
-        "".join(json.dumps({"step": s, "wall_s": float(i), "reward/mean": r}) + "\n"
-                for i, (s, r) in enumerate(rows)))
-    assert [(r["step"], r["reward/mean"]) for r in read_metrics(tmp_path)] == [
-        (1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)]
+        "".join(json.dumps({"step": s, "wall_s": float(i), "reward/mean": r}) + "\n" for i, (s, r) in enumerate(rows))
+    )
+    assert [(r["step"], r["reward/mean"]) for r in read_metrics(tmp_path)] == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)]
 
 
 def test_rewind_drops_steps_past_the_replay_point(tmp_path: Path) -> None:
     steps = [0, 1, 2, 3, 1]
     (tmp_path / "metrics.jsonl").write_text(
-        "".join(json.dumps({"step": s, "wall_s": float(i)}) + "\n" for i, s in enumerate(steps)))
+        "".join(json.dumps({"step": s, "wall_s": float(i)}) + "\n" for i, s in enumerate(steps))
+    )
     assert [r["step"] for r in read_metrics(tmp_path)] == [0, 1]
 
 
@@ -177,8 +183,16 @@ def test_report_of_an_empty_run_and_of_a_missing_one(tmp_path: Path) -> None:
 
 def test_disabled_progress_prints_compact_lines(capsys: pytest.CaptureFixture[str]) -> None:
     with TrainProgress(60, enabled=False, start_step=2) as progress:
-        progress.advance(3, {"reward/mean": 0.41, "success/mean": 0.41, "tool_calls/mean": 1.6,
-                             "rollout/tokens_per_s": 2311.2, "eval/success": 0.52})
+        progress.advance(
+            3,
+            {
+                "reward/mean": 0.41,
+                "success/mean": 0.41,
+                "tool_calls/mean": 1.6,
+                "rollout/tokens_per_s": 2311.2,
+                "eval/success": 0.52,
+            },
+        )
         progress.advance(4, {"reward/mean": 0.5})
         progress.log("checkpoint saved")
     out = capsys.readouterr().out.splitlines()

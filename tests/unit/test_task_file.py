@@ -15,7 +15,9 @@ def test_rows_become_tasks(tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in rows))
     tasks = load_task_file(path)
     assert [(t.id, t.prompt, t.answer, t.split) for t in tasks] == [
-        ("t/0", "2+2?", "4", "train"), ("x", "Capital?", None, "test")]
+        ("t/0", "2+2?", "4", "train"),
+        ("x", "Capital?", None, "test"),
+    ]
     assert tasks[0].metadata == {"tier": "easy"}
     assert [t.id for t in task_source(path)("test")] == ["x"]
 

@@ -285,9 +285,7 @@ async def test_json_string_arguments() -> None:
 async def test_bad_literal_names_field() -> None:
     result = await lookup.call({"entity": "France", "field": "area"}, call_id="b")
     assert result.is_error and result.error_type == "bad_arguments" and result.call_id == "b"
-    assert (
-        result.content == "bad arguments for lookup: field 'field': Input should be 'capital' or 'population'"
-    )
+    assert result.content == "bad arguments for lookup: field 'field': Input should be 'capital' or 'population'"
 
 
 async def test_missing_and_wrong_typed_arguments() -> None:
