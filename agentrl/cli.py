@@ -85,19 +85,55 @@ def serve_tools(
             "one process, and workers sharing a port could not keep a session's requests on it.",
         ),
     ] = 1,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="TOML file of server limits and sandbox settings (ToolServerConfig)."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override one setting, repeatable: `max_sessions=512`, `sandbox.memory_mb=4096`, "
+            "`sandbox.allow_network=true`, `sandbox.backend=e2b` (see `agentrl serve-tools --settings`).",
+        ),
+    ] = None,
+    settings: Annotated[bool, typer.Option("--settings", help="List every setting with its default and exit.")] = False,
 ) -> None:
     """Serve toolsets over the agentrl tool-server HTTP API."""
+    from agentrl.config import ConfigError, field_docs, load_config
     from agentrl.registry import TOOLSETS
     from agentrl.tool_server import serve
+    from agentrl.tool_server_config import ToolServerConfig
 
+    if settings:
+        for key, default, doc in field_docs(ToolServerConfig):
+            typer.echo(f"{key} = {default}\n    {doc}")
+        return
+    overrides = list(set_ or [])
+    try:
+        server_config = load_config(config, overrides, cls=ToolServerConfig)
+    except (ConfigError, FileNotFoundError) as e:
+        typer.secho(f"error: {e}", fg="red", err=True)
+        raise typer.Exit(2) from e
     if replicas > 1:
-        _serve_tool_replicas(tools, host=host, port=port, token=token, replicas=replicas)
+        _serve_tool_replicas(
+            tools, host=host, port=port, token=token, replicas=replicas, config=config, overrides=overrides
+        )
         return
     specs = [TOOLSETS.get(t.strip(), t.strip()) for t in tools.split(",") if t.strip()]
-    serve(specs, host=host, port=port, token=token)
+    serve(specs, host=host, port=port, token=token, config=server_config)
 
 
-def _serve_tool_replicas(tools: str, *, host: str, port: int, token: str | None, replicas: int) -> None:
+def _serve_tool_replicas(
+    tools: str,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    replicas: int,
+    config: Path | None,
+    overrides: list[str],
+) -> None:
     import signal
 
     from agentrl.tool_replicas import ToolServerReplicas
@@ -106,7 +142,9 @@ def _serve_tool_replicas(tools: str, *, host: str, port: int, token: str | None,
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop_on_sigterm)
-    servers = ToolServerReplicas(tools, replicas=replicas, host=host, port=port, token=token)
+    servers = ToolServerReplicas(
+        tools, replicas=replicas, host=host, port=port, token=token, config=config, overrides=overrides
+    )
     try:
         for url, process in zip(servers.start(), servers.processes, strict=True):
             typer.echo(f"tool server {url} (pid {process.pid})")

@@ -20,6 +20,8 @@ from typing import Any
 
 import tomllib
 
+from agentrl.tool_server_config import ToolServerConfig
+
 
 class ConfigError(ValueError):
     """A configuration value is unknown, of the wrong type, or inconsistent."""
@@ -215,6 +217,8 @@ class EvalRunConfig:
     """Seed of the per-episode sampling seeds."""
     device: str = "auto"
     """Torch device for an in-process checkpoint."""
+    tool_server: ToolServerConfig = field(default_factory=ToolServerConfig)
+    """Limits and sandbox of the in-process tool server the scaffold's tools run in."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,8 @@ class RunConfig:
     """Base URLs of running tool servers; empty = serve the scaffold's tools in-process."""
     tool_server_token: str | None = None
     """Bearer token for the tool servers."""
+    tool_server: ToolServerConfig = field(default_factory=ToolServerConfig)
+    """Limits and sandbox of the in-process tool server (used when `tool_servers` is empty)."""
     checkpoint_every_steps: int = 10
     """Save a resumable checkpoint every this many steps (and at the end)."""
     keep_checkpoints: int = 2
@@ -309,7 +315,7 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = ""):
             kwargs[name] = _coerce(value, hint, prefix + name)
     try:
         return cls(**kwargs)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:  # missing fields, or a __post_init__ check
         raise ConfigError(str(e)) from e
 
 
@@ -326,13 +332,17 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 
 def dump_toml(config: Any) -> str:
-    """Serialise a config to TOML (flat scalars first, then one table per section)."""
-    data = to_dict(config)
+    """Serialise a config to TOML (flat scalars first, then one table per section, nested ones dotted)."""
+    return "\n".join(_toml_lines(to_dict(config), "")) + "\n"
+
+
+def _toml_lines(data: dict[str, Any], table: str) -> list[str]:
     lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
     for section, values in data.items():
         if isinstance(values, dict):
-            lines += ["", f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]
-    return "\n".join(lines) + "\n"
+            name = f"{table}.{section}" if table else section
+            lines += ["", f"[{name}]", *_toml_lines(values, name)]
+    return lines
 
 
 def field_docs(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:

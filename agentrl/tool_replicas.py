@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import httpx
 
@@ -42,6 +42,8 @@ class ToolServerReplicas:
         port: int = 8000,
         token: str | None = None,
         stop_grace_s: float = 10.0,
+        config: str | os.PathLike[str] | None = None,
+        overrides: Sequence[str] = (),
     ) -> None:
         if replicas < 1:
             raise ValueError(f"replicas must be at least 1, got {replicas}")
@@ -50,6 +52,9 @@ class ToolServerReplicas:
         self.ports = [port + i for i in range(replicas)]
         self.token = token
         self.stop_grace_s = stop_grace_s
+        self.config = config
+        self.overrides = list(overrides)
+        """`serve-tools --config` file and `--set` overrides every replica gets (ToolServerConfig)."""
         self.processes: list[subprocess.Popen[bytes]] = []
 
     @property
@@ -65,6 +70,9 @@ class ToolServerReplicas:
         for port in self.ports:
             command = [sys.executable, "-m", "agentrl.cli", "serve-tools", "--tools", self.tools]
             command += ["--host", self.host, "--port", str(port)]
+            command += ["--config", str(self.config)] if self.config is not None else []
+            for override in self.overrides:
+                command += ["--set", override]
             self.processes.append(subprocess.Popen(command, env=env, preexec_fn=_die_with_parent()))
         try:
             for url, process in zip(self.urls, self.processes, strict=True):

@@ -22,3 +22,10 @@ class ToolServerConfig:
     tool_timeout_s: float = 300.0
     """Timeout for tools that set none themselves (sandboxed tools also stop at `sandbox.call_timeout_s`)."""
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("max_sessions", "max_concurrent_calls", "tool_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.max_queued_calls < 0 or self.session_ttl_s < 0:
+            raise ValueError("max_queued_calls and session_ttl_s must not be negative")

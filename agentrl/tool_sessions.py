@@ -25,6 +25,7 @@ from typing import Any
 
 from agentrl.admission import Admission, Overloaded
 from agentrl.sandbox.provider import SandboxProvider
+from agentrl.sandbox.result import SandboxError
 from agentrl.sandbox.session_sandbox import SessionSandbox
 from agentrl.tool import FunctionTool
 from agentrl.tool_server_config import ToolServerConfig
@@ -115,6 +116,11 @@ class ToolSessions:
             raise SessionError(500, f"toolset setup failed: {type(exc).__name__}: {exc}") from exc
         used = sorted({self.tools[name][0] for name in names})
         sandboxed = any(self.toolsets[i].uses_sandbox for i in used)
+        if sandboxed:
+            try:
+                self.sandboxes.check()
+            except SandboxError as exc:
+                raise SessionError(500, f"cannot start a sandbox: {exc}") from exc
         sandbox = SessionSandbox(self.sandboxes, network=network) if sandboxed else None
         instances: dict[int, Any] = {}
         try:

@@ -275,7 +275,7 @@ class Trainer:
             return ToolClient(list(cfg.tool_servers), token=cfg.tool_server_token)
         from agentrl.tool_server import create_app
 
-        return ToolClient(app=create_app(list(self.scaffold.toolsets())))
+        return ToolClient(app=create_app(list(self.scaffold.toolsets()), config=cfg.tool_server))
 
     def close(self) -> None:
         self.metrics.close()

@@ -144,7 +144,7 @@ async def evaluate(config: EvalRunConfig) -> EvalOutcome:
     done = store.finished()
     jobs = [(t, s) for t in tasks for s in range(config.samples_per_task) if (t.id, s) not in done]
     policy = build_eval_policy(config, mode)
-    tools = ToolClient(app=create_app(list(scaffold.toolsets())))
+    tools = ToolClient(app=create_app(list(scaffold.toolsets()), config=config.tool_server))
     gate = asyncio.Semaphore(config.max_concurrent_episodes)
     primary = rewards.names[0]
 

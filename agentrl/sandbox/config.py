@@ -38,6 +38,15 @@ class SandboxConfig:
     e2b_template: str | None = None
     """e2b sandbox template (the service's default code-interpreter template when unset)."""
 
+    def __post_init__(self) -> None:
+        if self.backend not in ("local", "e2b"):
+            raise ValueError(f"sandbox.backend must be 'local' or 'e2b', got {self.backend!r}")
+        for name in ("call_timeout_s", "output_bytes", "cpu_time_s", "memory_mb", "file_size_mb", "open_files"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"sandbox.{name} must be positive, got {getattr(self, name)!r}")
+        if self.processes < 1 or self.kill_grace_s < 0:
+            raise ValueError("sandbox.processes must be at least 1 and sandbox.kill_grace_s not negative")
+
     def rlimits(self) -> dict[str, int]:
         return {
             "RLIMIT_CPU": self.cpu_time_s,

@@ -22,6 +22,15 @@ from agentrl.tool import ToolError
 _STATE = "/tmp/.agentrl_shell_state"
 
 
+def require_api_key() -> None:
+    """Raise `SandboxError` unless E2B_API_KEY is set (checked when a session opens, before any sandbox)."""
+    if not os.environ.get("E2B_API_KEY"):
+        raise SandboxError(
+            "the e2b sandbox backend needs E2B_API_KEY in the tool server's environment "
+            "(get a key at e2b.dev), or use sandbox.backend=local"
+        )
+
+
 class E2BSandbox:
     """One e2b sandbox (a microVM on the service)."""
 
@@ -34,11 +43,7 @@ class E2BSandbox:
 
     @classmethod
     async def start(cls, config: SandboxConfig, *, network: bool = False) -> E2BSandbox:
-        if not os.environ.get("E2B_API_KEY"):
-            raise SandboxError(
-                "the e2b sandbox backend needs E2B_API_KEY in the tool server's environment "
-                "(get a key at e2b.dev), or use sandbox.backend=local"
-            )
+        require_api_key()
         try:
             from e2b_code_interpreter import AsyncSandbox
         except ImportError as exc:  # pragma: no cover - a core dependency

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from agentrl.sandbox.config import SandboxConfig
@@ -25,6 +26,16 @@ class SandboxProvider:
         """Sandboxes started and not yet closed (forks included)."""
         self._open = {s for s in self._open if not getattr(s, "closed", False)}
         return len(self._open)
+
+    def check(self) -> None:
+        """Raise `SandboxError` now if the backend cannot start sandboxes at all (so a session fails when it
+        opens, with the reason, instead of on its first call)."""
+        if self.config.backend == "e2b":
+            from agentrl.sandbox.e2b import require_api_key
+
+            require_api_key()
+        elif shutil.which("bwrap") is None:
+            raise SandboxError("bubblewrap (`bwrap`) is not installed: install the Debian package `bubblewrap`")
 
     async def start(self, *, network: bool = False) -> Any:
         """A new sandbox with an empty workspace; raises `SandboxError` when the backend cannot start one."""

@@ -218,7 +218,7 @@ async def test_metrics_count_calls_and_errors(client: ToolClient) -> None:
     await session.call(call("echo", "1", text="a"))  # a replay is not a second call
     await session.call(call("echo", "2", text="b"))
     await session.call(call("increment", "3", by="x"))
-    response = await client._servers[0].get("/metrics")
+    response = await client._client(0, 0).get("/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     text = response.text
     assert metric(text, "agentrl_tool_calls_total", tool="echo") == 2
@@ -228,7 +228,7 @@ async def test_metrics_count_calls_and_errors(client: ToolClient) -> None:
 
 
 async def test_malformed_requests_are_4xx(client: ToolClient) -> None:
-    http = client._servers[0]
+    http = client._client(0, 0)
     session_id = (await http.post("/sessions")).json()["session_id"]
     no_name = await http.post(f"/sessions/{session_id}/call", json={"arguments": {}})
     assert no_name.status_code == 422 and "name" in no_name.text
