@@ -209,7 +209,10 @@ def test_serve_tools_replicas(env: dict[str, str], tmp_path: Path) -> None:
     command = [sys.executable, "-m", "agentrl.cli", "serve-tools", "--tools", "scale_out_tools:Ledger"]
     with output.open("wb") as sink:
         parent = subprocess.Popen(
-            [*command, "--port", str(port), "--replicas", "2"], env=env, stdout=sink, stderr=subprocess.DEVNULL
+            [*command, "--port", str(port), "--replicas", "2", "--set", "max_sessions=1"],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
         )
     try:
         deadline = time.monotonic() + 60
@@ -224,8 +227,11 @@ def test_serve_tools_replicas(env: dict[str, str], tmp_path: Path) -> None:
         child_pids = [int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in lines if line.startswith("tool server ")]
 
         async def whoami_per_session() -> list[int]:
-            async with ToolClient(urls) as tools:
+            async with ToolClient(urls, retries=0) as tools:
                 sessions = [await tools.open_session() for _ in range(2)]
+                # `--set max_sessions=1` reached every replica: a third session is refused by both.
+                with pytest.raises(ToolServerUnavailable, match="session limit reached"):
+                    await tools.open_session()
                 return [int((await s.call(call("whoami"))).content) for s in sessions]
 
         assert sorted(asyncio.run(whoami_per_session())) == sorted(child_pids)
