@@ -6,6 +6,12 @@ concurrent requests), and the sampled text is parsed for `<tool_call>` markup in
 response also carries the prompt and sampled token ids (`agentrl` field) so that nothing downstream has to
 re-tokenize. In gateway mode the prompt comes from the session recorder instead (see `recorder.py`).
 
+`tool_choice`: `none` returns the raw text, `auto` (the default) parses whatever calls the model wrote;
+`required` and a named function force a call by appending its opening markup (`<tool_call>` and, for a named
+function, `{"name": "...", "arguments": `) to the prompt, as vLLM's guided decoding would constrain it. The
+forced ids are part of the prompt, not of the sampled turn: they carry no logprobs, and the gateway records them
+as prompt (outside the loss mask).
+
 `/v1/completions` takes prompts as token ids and, with `return_tokens_as_token_ids` (the vLLM extension),
 reports sampled tokens as `token_id:N`: the protocol of `agentrl.policy.openai_policy.OpenAICompletionsPolicy`.
 """
@@ -13,6 +19,7 @@ reports sampled tokens as `token_id:N`: the protocol of `agentrl.policy.openai_p
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
@@ -73,6 +80,8 @@ class ChatService:
             raise RequestError(f"malformed message: {e}", param="messages") from e
         tools = body.get("tools") or None
         parse_tools = body.get("tool_choice") != "none"
+        forced = forced_call_prefix(body.get("tool_choice"), tools)
+        forced_ids = self.tokenizer.encode(forced, add_special_tokens=False) if forced else []
         n = choices_of(body)
         self.requests += 1
         if self.recorder is not None and session_id is not None:
@@ -80,9 +89,10 @@ class ChatService:
                 raise RequestError("the recording gateway samples one choice per request (n=1)", param="n")
             async with self.recorder.lock(session_id):
                 pending = self.recorder.begin(session_id, history, tools, group=group)
+                pending.force(forced_ids)
                 params = self._params(body, len(pending.prompt_ids))
                 completion = await self.policy.generate(pending.prompt_ids, params)
-                choice, parsed = self._choice(0, completion, params, parse_tools, body)
+                choice, parsed = self._choice(0, completion, params, parse_tools, body, forced)
                 turn = self.recorder.finish(
                     pending,
                     completion,
@@ -98,11 +108,11 @@ class ChatService:
                 "mismatches": pending.episode.mismatches,
             }
             return self._response(model, [choice], pending.prompt_ids, [completion], extra)
-        prompt_ids = ChatRenderer(self.tokenizer, tools).prompt_ids(history)
+        prompt_ids = ChatRenderer(self.tokenizer, tools).prompt_ids(history) + forced_ids
         params = [self._params(body, len(prompt_ids), i) for i in range(n)]
         completions = await asyncio.gather(*(self.policy.generate(prompt_ids, p) for p in params))
         choices = [
-            self._choice(i, c, p, parse_tools, body)[0]
+            self._choice(i, c, p, parse_tools, body, forced)[0]
             for i, (c, p) in enumerate(zip(completions, params, strict=False))
         ]
         return self._response(model, choices, prompt_ids, completions, {})
@@ -117,11 +127,18 @@ class ChatService:
         )
 
     def _choice(
-        self, index: int, completion: Completion, params: SamplingParams, parse_tools: bool, body: dict[str, Any]
+        self,
+        index: int,
+        completion: Completion,
+        params: SamplingParams,
+        parse_tools: bool,
+        body: dict[str, Any],
+        forced: str = "",
     ):
         text = completion.text
         if completion.finish_reason == "tool_call":  # a request stop string ended generation; OpenAI drops it
             text = next((text[: -len(s)] for s in params.stop if text.endswith(s)), text)
+        text = forced + text
         parsed = parse_tool_calls(text, id_prefix=f"call_{uuid.uuid4().hex[:8]}")
         message = reply_message(parsed, text, parse_tools=parse_tools)
         if completion.finish_reason == "length":
@@ -218,3 +235,23 @@ class ChatService:
                 "total_tokens": len(prompt) + sampled,
             },
         }
+
+
+def forced_call_prefix(tool_choice: Any, tools: list[dict[str, Any]] | None) -> str:
+    """The markup a `tool_choice` forces the reply to start with ("" for `auto`, `none` or no choice)."""
+    if tool_choice in (None, "auto", "none"):
+        return ""
+    if not tools:
+        raise RequestError("tool_choice requires tools", param="tool_choice")
+    if tool_choice == "required":
+        return "<tool_call>\n"
+    name = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
+    if not isinstance(name, str):
+        raise RequestError(
+            "tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
+            param="tool_choice",
+        )
+    known = [t.get("function", {}).get("name") for t in tools]
+    if name not in known:
+        raise RequestError(f"tool_choice names {name!r}, which is not among the tools", param="tool_choice")
+    return '<tool_call>\n{"name": ' + json.dumps(name) + ', "arguments": '

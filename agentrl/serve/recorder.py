@@ -103,6 +103,17 @@ class Pending:
     """Ids appended after the episode's last turn (None when the request opens the episode)."""
     messages: list[dict[str, Any]]
 
+    def force(self, ids: Sequence[int]) -> None:
+        """Append ids the model did not choose (a forced tool-call opening) to what it sees before sampling: they
+        are recorded as prompt or observation, outside the loss mask."""
+        if not ids:
+            return
+        self.prompt_ids = self.prompt_ids + list(ids)
+        if self.observation_ids is None:
+            self.episode.prompt_ids = self.episode.prompt_ids + list(ids)
+        else:
+            self.observation_ids = self.observation_ids + list(ids)
+
 
 class SessionRecorder:
     """Records gateway sessions; optionally appends each episode's latest state to `<directory>/sessions.jsonl`."""

@@ -200,3 +200,29 @@ async def test_openai_agents_sdk_tool_task_through_the_gateway_trains_one_step(t
     assert result.exit_code == 0, result.output
     assert "'trainable': 2" in result.output and "sampler_logprob_abs_diff" in result.output
     assert build_service(str(tmp_path / "ckpt"), device="cpu").model_names[0] == str(tmp_path / "ckpt")
+
+
+def test_a_forced_tool_call_opening_is_recorded_as_prompt_not_as_sampled(tiny_tokenizer, tmp_path):
+    from openai import OpenAI
+
+    def reluctant(prompt: str) -> str:
+        if prompt.endswith('"arguments": '):
+            return '{"expression": "6 * 7"}}\n</tool_call>'
+        return "42" if "<tool_response>" in prompt else "I know it."
+
+    recorder = SessionRecorder(tiny_tokenizer)
+    service = ChatService(ScriptedPolicy(tiny_tokenizer, reluctant), ("scripted",), recorder=recorder)
+    named = {"type": "function", "function": {"name": "calculate"}}
+    with serve_in_thread(create_app(service)) as url:
+        client = OpenAI(base_url=url + "/v1", api_key="key-f")
+        first = client.chat.completions.create(model="scripted", messages=QUESTION, tools=TOOLS, tool_choice=named)
+        message = first.choices[0].message.model_dump(exclude_none=True)
+        tool = {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "42"}
+        client.chat.completions.create(model="scripted", messages=[*QUESTION, message, tool], tools=TOOLS)
+    (episode,) = recorder.episodes("key-f")
+    trajectory = episode.trajectory()
+    forced = tiny_tokenizer.encode('<tool_call>\n{"name": "calculate", "arguments": ', add_special_tokens=False)
+    assert list(trajectory.prompt_ids[-len(forced) :]) == forced
+    assert tiny_tokenizer.decode(trajectory.turns[0].completion_ids).startswith('{"expression": "6 * 7"}}')
+    assert sum(trajectory.loss_mask) == sum(len(t.completion_ids) for t in trajectory.turns)
+    assert len(trajectory.turns) == 2 and episode.trainable

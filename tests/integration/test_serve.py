@@ -197,3 +197,49 @@ async def test_chat_policy_reaches_the_server_through_litellm_and_the_sdk(script
         assert reply.finish_reason == "tool_calls" and call["function"]["name"] == "calculate"
         assert json.loads(call["function"]["arguments"]) == {"expression": "6 * 7"} and reply.completion_tokens > 0
         await policy.aclose()
+
+
+def reluctant(prompt: str) -> str:
+    """A model that never calls a tool unless the prompt already opened the call for it."""
+    if prompt.endswith('"arguments": '):
+        return '{"expression": "1 + 1"}}\n</tool_call>'
+    if prompt.endswith("<tool_call>\n"):
+        return '{"name": "calculate", "arguments": {"expression": "2 + 2"}}\n</tool_call>'
+    return "No tool needed."
+
+
+def test_tool_choice_required_and_named_force_a_call(tiny_tokenizer):
+    from openai import BadRequestError, OpenAI
+
+    service = ChatService(ScriptedPolicy(tiny_tokenizer, reluctant), ("scripted",), context_tokens=1024)
+    with serve_in_thread(create_app(service)) as url:
+        client = OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+        auto = client.chat.completions.create(model="scripted", messages=QUESTION, tools=TOOLS)
+        assert auto.choices[0].message.tool_calls is None and auto.choices[0].message.content == "No tool needed."
+
+        required = client.chat.completions.create(
+            model="scripted", messages=QUESTION, tools=TOOLS, tool_choice="required"
+        )
+        call = required.choices[0].message.tool_calls[0]
+        assert required.choices[0].finish_reason == "tool_calls"
+        assert (call.function.name, json.loads(call.function.arguments)) == ("calculate", {"expression": "2 + 2"})
+
+        named = {"type": "function", "function": {"name": "calculate"}}
+        out = client.chat.completions.create(
+            model="scripted", messages=QUESTION, tools=TOOLS, tool_choice=named, logprobs=True
+        )
+        call = out.choices[0].message.tool_calls[0]
+        assert (call.function.name, json.loads(call.function.arguments)) == ("calculate", {"expression": "1 + 1"})
+        # The forced opening was not sampled: the logprobs cover only what the model wrote after it.
+        sampled = "".join(t.token for t in out.choices[0].logprobs.content)
+        assert sampled.startswith('{"expression"') and "calculate" not in sampled
+
+        with pytest.raises(BadRequestError, match="not among the tools"):
+            client.chat.completions.create(
+                model="scripted",
+                messages=QUESTION,
+                tools=TOOLS,
+                tool_choice={"type": "function", "function": {"name": "nope"}},
+            )
+        with pytest.raises(BadRequestError, match="requires tools"):
+            client.chat.completions.create(model="scripted", messages=QUESTION, tool_choice="required")
