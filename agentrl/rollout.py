@@ -1,24 +1,73 @@
 """Collect trajectory groups: every trajectory is its own asyncio task.
 
 No trajectory waits for another at turn boundaries: each one alternates policy calls and tool calls on its own,
-and the policy backend batches whatever generation requests are pending at the moment. A semaphore bounds the
-trajectories in flight. A trajectory that raises is recorded as an infrastructure failure of its group, never
-dropped silently and never scored as a zero reward.
+and the policy backend batches whatever generation requests are live (continuous batching). A semaphore bounds
+the trajectories in flight. A trajectory that raises is recorded as an infrastructure failure of its group,
+never dropped silently and never scored as a zero reward.
+
+With a `BranchRule` (ARPO/AEPO, `agentrl/branching.py`) a task's k trajectories are m rollouts started from
+the prompt plus forks: after each tool round a rollout may fork up to b − 1 times, with the probability the rule
+gives for its entropy rise; a fork copies the token prefix and forks the tool-server session, so the branch
+continues from the same tool state. When all of a task's rollouts have finished with slots left, one fresh
+rollout starts from the prompt, until exactly k exist. There are no rounds: each rollout's tool rounds are its
+own, and AEPO's consecutive-branch counter advances with the task's tool rounds in the order they happen.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from agentrl.branching import (
+    BranchDecision,
+    BranchRule,
+    BranchState,
+    TaskBudget,
+    forks,
+    initial_rollouts,
+    segment_entropy,
+)
 from agentrl.types import StopReason, Task, Trajectory, TrajectoryGroup
+
+
+class Slots:
+    """Bounds the trajectories in flight (`async with slots:` around each) and counts those inside."""
+
+    def __init__(self, max_concurrent: int) -> None:
+        self._semaphore = asyncio.Semaphore(max_concurrent)
+        self.live = 0
+
+    async def __aenter__(self) -> None:
+        await self._semaphore.acquire()
+        self.live += 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.live -= 1
+        self._semaphore.release()
 
 
 def trajectory_seed(seed: int, step: int, task_id: str, sample: int) -> int:
     """A stable per-trajectory seed, so a resumed run draws the same samples as an uninterrupted one."""
     return zlib.crc32(f"{seed}/{step}/{task_id}/{sample}".encode())
+
+
+def infra_failure(
+    task: Task, group_id: str, trajectory_id: str, error: BaseException, policy: Any, parent_id: str | None = None
+) -> Trajectory:
+    return Trajectory(
+        task_id=task.id,
+        group_id=group_id,
+        trajectory_id=trajectory_id,
+        prompt_ids=(),
+        turns=(),
+        stop_reason=StopReason.INFRA_ERROR,
+        error=f"{type(error).__name__}: {error}",
+        policy_version=getattr(policy, "version", 0),
+        parent_id=parent_id,
+    )
 
 
 async def collect_groups(
@@ -32,9 +81,17 @@ async def collect_groups(
     seed: int,
     max_concurrent: int = 256,
     on_done: Callable[[Trajectory], None] | None = None,
+    branching: BranchRule | None = None,
+    slots: Slots | None = None,
 ) -> list[TrajectoryGroup]:
-    """Run `samples_per_prompt` trajectories of every task; return one group per task, in task order."""
-    gate = asyncio.Semaphore(max_concurrent)
+    """Run `samples_per_prompt` trajectories of every task; return one group per task, in task order.
+    `slots` (shared by several calls) replaces the bound of `max_concurrent` trajectories in flight."""
+    gate = slots if slots is not None else Slots(max_concurrent)
+    if branching is not None:
+        collector = BranchingCollector(
+            scaffold, policy, tools, branching, step=step, seed=seed, gate=gate, on_done=on_done
+        )
+        return list(await asyncio.gather(*(collector.group(task) for task in tasks)))
 
     async def one(task: Task, sample: int) -> Trajectory:
         group_id = f"s{step}/{task.id}"
@@ -50,21 +107,169 @@ async def collect_groups(
                     seed=trajectory_seed(seed, step, task.id, sample),
                 )
             except Exception as e:  # a scaffold crash is an infrastructure failure of this trajectory only
-                trajectory = Trajectory(
-                    task_id=task.id,
-                    group_id=group_id,
-                    trajectory_id=trajectory_id,
-                    prompt_ids=(),
-                    turns=(),
-                    stop_reason=StopReason.INFRA_ERROR,
-                    error=f"{type(e).__name__}: {e}",
-                    policy_version=getattr(policy, "version", 0),
-                )
+                trajectory = infra_failure(task, group_id, trajectory_id, e, policy)
         if on_done is not None:
             on_done(trajectory)
         return trajectory
 
     jobs = [[asyncio.ensure_future(one(task, i)) for i in range(samples_per_prompt)] for task in tasks]
-    return [
-        TrajectoryGroup(task, tuple(await asyncio.gather(*group))) for task, group in zip(tasks, jobs, strict=False)
-    ]
+    try:
+        return [
+            TrajectoryGroup(task, tuple(await asyncio.gather(*group))) for task, group in zip(tasks, jobs, strict=False)
+        ]
+    except asyncio.CancelledError:
+        for job in (job for group in jobs for job in group):
+            job.cancel()
+        raise
+
+
+class BranchingCollector:
+    """ARPO/AEPO rollouts of one batch. Every entropy baseline and counter lives in `self.state`, which a new
+    collector starts empty (the per-batch reset)."""
+
+    def __init__(
+        self,
+        scaffold: Any,
+        policy: Any,
+        tools: Any,
+        rule: BranchRule,
+        *,
+        step: int,
+        seed: int,
+        gate: Any,
+        on_done: Callable[[Trajectory], None] | None = None,
+    ) -> None:
+        self.scaffold, self.policy, self.tools, self.rule = scaffold, policy, tools, rule
+        self.step, self.seed, self.gate = step, seed, gate
+        tokenizer = getattr(policy, "tokenizer", None)
+        self.vocab_size = len(tokenizer) if tokenizer is not None else None
+        self.state = BranchState()
+        self.on_done = on_done
+
+    async def group(self, task: Task) -> TrajectoryGroup:
+        rule = self.rule
+        budget = TaskBudget(k=rule.rollouts_per_task, m=1 if rule.dynamic_initial else rule.initial_rollouts)
+        self.state.budgets[task.id] = budget
+        group_id = f"s{self.step}/{task.id}"
+        finished: dict[int, Trajectory] = {}
+        running: set[asyncio.Future] = set()
+        complete = asyncio.get_running_loop().create_future()
+
+        def launch(index: int, episode: Awaitable[Trajectory], parent_id: str | None = None) -> None:
+            job = asyncio.ensure_future(self._play(task, group_id, index, episode, parent_id))
+            running.add(job)
+            job.add_done_callback(lambda j: settle(index, j))
+
+        def start_fresh(monitor: bool = False) -> None:
+            index = budget.started
+            budget.started += 1
+            budget.active += 1
+            episode = self.scaffold.run(
+                task,
+                self.policy,
+                self.tools,
+                group_id=group_id,
+                trajectory_id=f"{group_id}/{index}",
+                seed=trajectory_seed(self.seed, self.step, task.id, index),
+                on_tool_round=None if monitor else on_tool_round,  # AEPO's monitor rollout never forks
+            )
+            launch(index, episode)
+
+        def settle(index: int, job: asyncio.Future) -> None:
+            running.discard(job)
+            if job.cancelled():
+                return
+            finished[index] = job.result()
+            budget.active -= 1
+            if rule.dynamic_initial and index == 0:
+                budget.m = self._premonitor(finished[0])
+                for _ in range(min(budget.m - 1, budget.slots_left)):
+                    start_fresh()
+            if budget.active == 0:
+                if budget.slots_left > 0:
+                    start_fresh()
+                elif not complete.done():
+                    complete.set_result(None)
+
+        async def on_tool_round(point: Any) -> None:
+            await self._maybe_fork(task, budget, point, launch, on_tool_round)
+
+        for _ in range(budget.m):
+            start_fresh(monitor=rule.dynamic_initial)
+        try:
+            await complete
+        except asyncio.CancelledError:  # the group is abandoned: so are its rollouts (their sessions close)
+            for job in list(running):
+                job.cancel()
+            raise
+        return TrajectoryGroup(task, tuple(finished[i] for i in sorted(finished)))
+
+    async def _play(
+        self, task: Task, group_id: str, index: int, episode: Awaitable[Trajectory], parent_id: str | None
+    ) -> Trajectory:
+        trajectory_id = f"{group_id}/{index}"
+        async with self.gate:
+            try:
+                trajectory = await episode
+            except Exception as e:  # a scaffold crash is an infrastructure failure of this trajectory only
+                trajectory = infra_failure(task, group_id, trajectory_id, e, self.policy, parent_id)
+        if self.on_done is not None:
+            self.on_done(trajectory)
+        return trajectory
+
+    async def _maybe_fork(
+        self,
+        task: Task,
+        budget: TaskBudget,
+        point: Any,
+        launch: Callable[[int, Awaitable[Trajectory], str | None], None],
+        on_tool_round: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        """A rollout's tool round: up to b − 1 fork tests on its entropy rise, within the task's budget."""
+        rule = self.rule
+        turn = point.turns[-1]
+        h_now = segment_entropy(turn.entropies, rule.entropy_tokens, self.vocab_size)
+        delta_h = self.state.delta_h(point.trajectory_id, h_now)
+        forked = False
+        for attempt in range(rule.beam_size - 1):
+            if budget.slots_left <= 0:
+                break
+            draw = random.Random(f"{self.seed}/{self.step}/{point.trajectory_id}/{len(point.turns)}/{attempt}")
+            u = draw.random()
+            decision = forks(rule, u, delta_h, budget.consecutive)
+            self.state.decisions.append(
+                BranchDecision(
+                    task.id, point.trajectory_id, len(point.turns), attempt, u, delta_h, budget.consecutive, decision
+                )
+            )
+            if not decision:
+                continue
+            child = budget.started
+            budget.started += 1  # reserved before the fork's await, so concurrent rounds never overshoot k
+            budget.active += 1
+            try:
+                episode = await point.fork(
+                    trajectory_id=f"s{self.step}/{task.id}/{child}",
+                    seed=trajectory_seed(self.seed, self.step, task.id, child),
+                    on_tool_round=on_tool_round,
+                )
+            except Exception as e:  # the session could not be forked: the slot is an infrastructure failure
+                launch(child, _raise(e), point.trajectory_id)
+                continue
+            launch(child, episode, point.trajectory_id)
+            forked = True
+        budget.consecutive = budget.consecutive + 1 if forked else 0
+
+    def _premonitor(self, first: Trajectory) -> int:
+        """AEPO: m from the first rollout's root entropy and its mean entropy after tool results."""
+        rule = self.rule
+        if not first.turns:
+            return rule.initial_rollouts
+        segments = [segment_entropy(t.entropies, rule.entropy_tokens, self.vocab_size) for t in first.turns]
+        h_root = segments[0]
+        h_tool = sum(segments[1:]) / len(segments[1:]) if len(segments) > 1 else h_root
+        return initial_rollouts(rule.rollouts_per_task, h_root, h_tool, beta=rule.premonitor_beta)
+
+
+async def _raise(error: BaseException) -> Trajectory:
+    raise error

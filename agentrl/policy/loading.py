@@ -101,6 +101,14 @@ def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
         return TransformersPolicy(
             model, tokenizer, max_batch_size=config.max_batch_size, batch_wait_ms=config.batch_wait_ms
         )
+    if config.backend == "vllm":
+        try:
+            import vllm  # noqa: F401
+        except ImportError as e:
+            raise ValueError("policy.backend=vllm needs vLLM: pip install 'agentrl[vllm]' (on a GPU machine)") from e
+        from agentrl.policy.vllm_policy import VLLMPolicy
+
+        return VLLMPolicy(resolve_model_path(config.model), tokenizer, source_model=model)
     if config.backend == "openai":
         from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 

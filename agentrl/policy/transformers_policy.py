@@ -1,30 +1,35 @@
 """The in-process policy backend: a Hugging Face causal LM that batches concurrent requests.
 
-Every trajectory calls `await policy.generate(prompt_ids, params)` on its own; requests that arrive while the
-model is busy (or within `batch_wait_ms`) are sampled together in one KV-cached batch, so hundreds of
-concurrent trajectories share forward passes without waiting for one another at turn boundaries. Sampling runs
-in a worker thread, so tool calls of other trajectories proceed on the event loop meanwhile.
+Every trajectory calls `await policy.generate(prompt_ids, params)` on its own. Generation is continuously
+batched: one KV-cached decoding loop serves every live request, a request that arrives while it runs is
+prefilled and joins at the next step, and a finished row leaves at once (`agentrl/policy/sampler.py`). So
+hundreds of concurrent trajectories share forward passes without waiting for one another at turn boundaries.
+The loop runs in a worker thread, so tool calls of other trajectories proceed on the event loop meanwhile.
+`continuous=False` admits new requests only when the loop is empty (static batches, for comparison).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.policy.sampler import sample_batch
+from agentrl.policy.sampler import DecodeBatch, RowResult
 from agentrl.protocols import SamplingParams
 from agentrl.types import Completion
 
 
-@dataclass
+@dataclass(eq=False)
 class _Request:
     prompt_ids: list[int]
     params: SamplingParams
     future: asyncio.Future
     seed: int
+    loop: asyncio.AbstractEventLoop
 
 
 @dataclass
@@ -33,11 +38,15 @@ class SamplerStats:
 
     tokens: int = 0
     batches: int = 0
+    """Decoding steps (one forward pass over the live rows each)."""
+    prefills: int = 0
+    """Forward passes that prefilled joining prompts."""
     busy_s: float = 0.0
     rows: list[int] = field(default_factory=list)
+    """Live rows of each decoding step."""
 
     def reset(self) -> None:
-        self.tokens, self.batches, self.busy_s, self.rows = 0, 0, 0.0, []
+        self.tokens, self.batches, self.prefills, self.busy_s, self.rows = 0, 0, 0, 0.0, []
 
 
 @dataclass
@@ -79,14 +88,25 @@ def continuation_logprobs(
 class TransformersPolicy:
     """A `Policy` over an in-process transformers model (shared with the learner: no weight copy to sync)."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 128, batch_wait_ms: float = 2.0):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch_size: int = 128,
+        batch_wait_ms: float = 2.0,
+        continuous: bool = True,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.version = 0
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_ms / 1000
         self.stats = SamplerStats()
-        self._queue: asyncio.Queue[_Request] | None = None
+        self.continuous = continuous
+        self._inbox: deque[_Request] = deque()
+        self._lock = threading.Lock()
+        self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
         self._eos = {tokenizer.convert_tokens_to_ids(tokenizer.eos_token)}
         pad = tokenizer.pad_token_id
@@ -147,15 +167,18 @@ class TransformersPolicy:
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
         self._ensure_worker()
-        assert self._queue is not None
+        assert self._wakeup is not None
         if params.seed is None:
             self._seed_counter += 1
             seed = hash((id(self), self._seed_counter)) & (2**62 - 1)
         else:
             seed = params.seed
-        future = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Request(list(prompt_ids), params, future, seed))
-        return await future
+        loop = asyncio.get_running_loop()
+        request = _Request(list(prompt_ids), params, loop.create_future(), seed, loop)
+        with self._lock:
+            self._inbox.append(request)
+        self._wakeup.set()
+        return await request.future
 
     def sync_weights(self) -> None:
         """The learner updated the shared model in place: only the version moves."""
@@ -169,82 +192,88 @@ class TransformersPolicy:
             except asyncio.CancelledError:
                 pass
             self._worker = None
-            self._queue = None
+            self._wakeup = None
 
     # --- internals -------------------------------------------------------------------------------------
 
     def _ensure_worker(self) -> None:
         loop = asyncio.get_running_loop()
         if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
-            self._queue = asyncio.Queue()
+            self._wakeup = asyncio.Event()
             self._worker = loop.create_task(self._serve())
 
     async def _serve(self) -> None:
-        assert self._queue is not None
+        assert self._wakeup is not None
         while True:
-            batch = [await self._queue.get()]
-            deadline = time.monotonic() + self.batch_wait_s
-            while len(batch) < self.max_batch_size:
-                timeout = deadline - time.monotonic()
-                try:
-                    batch.append(
-                        self._queue.get_nowait() if timeout <= 0 else await asyncio.wait_for(self._queue.get(), timeout)
-                    )
-                except (asyncio.QueueEmpty, asyncio.TimeoutError):
-                    break
-            try:
-                completions = await asyncio.to_thread(self._run_batch, batch)
-            except Exception as e:  # a failed batch fails its requests, not the worker
-                for req in batch:
-                    if not req.future.done():
-                        req.future.set_exception(e)
-                continue
-            for req, completion in zip(batch, completions, strict=False):
-                if not req.future.done():
-                    req.future.set_result(completion)
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            await asyncio.sleep(self.batch_wait_s)  # let a burst of requests share the first prefill
+            await asyncio.to_thread(self._decode_until_idle)
+            with self._lock:
+                if self._inbox:
+                    self._wakeup.set()
 
-    def _run_batch(self, batch: list[_Request]) -> list[Completion]:
-        start = time.perf_counter()
-        stop_strings = [req.params.stop for req in batch]
+    def _decode_until_idle(self) -> None:
+        """The decoding loop (worker thread): admit waiting requests between steps until nothing is live."""
         decode = self.tokenizer.decode
 
-        def stop_hit(row: int, ids: list[int]) -> bool:
-            stops = stop_strings[row]
-            if not stops:
+        def stop_hit(_request: _Request, params: SamplingParams, ids: list[int]) -> bool:
+            if not params.stop:
                 return False
             tail = decode(ids[-8:], skip_special_tokens=False)
-            return any(tail.endswith(s) for s in stops)
+            return any(tail.endswith(s) for s in params.stop)
 
+        batch = DecodeBatch(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
         was_training = self.model.training
         self.model.eval()
+        started = time.perf_counter()
         try:
-            rows = sample_batch(
-                self.model,
-                [req.prompt_ids for req in batch],
-                [req.params for req in batch],
-                eos_token_ids=self._eos,
-                pad_token_id=self._pad,
-                stop_hit=stop_hit,
-                seeds=[req.seed for req in batch],
-            )
+            while True:
+                joining: list[_Request] = []
+                with self._lock:
+                    room = self.max_batch_size - len(batch) if self.continuous or not len(batch) else 0
+                    while self._inbox and len(joining) < room:
+                        joining.append(self._inbox.popleft())
+                if not joining and not len(batch):
+                    return
+                try:
+                    if joining:
+                        self.stats.prefills += 1
+                    self._finish(batch.add([(r, r.prompt_ids, r.params, r.seed) for r in joining]))
+                    batch.drop({row.key for row in batch.rows if row.key.future.done()})  # cancelled callers
+                    if len(batch):
+                        self.stats.rows.append(len(batch))
+                        self.stats.batches += 1
+                        self._finish(batch.step())
+                except Exception as e:  # a failed step fails the requests in it, not the worker
+                    for request in joining + [row.key for row in batch.rows]:
+                        request.loop.call_soon_threadsafe(_settle, request.future, None, e)
+                    batch = DecodeBatch(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
         finally:
             self.model.train(was_training)
-        self.stats.busy_s += time.perf_counter() - start
-        self.stats.batches += 1
-        self.stats.rows.append(len(batch))
-        out = []
-        for row in rows:
+            self.stats.busy_s += time.perf_counter() - started
+
+    def _finish(self, done: list[tuple[_Request, RowResult]]) -> None:
+        decode = self.tokenizer.decode
+        for request, row in done:
             self.stats.tokens += len(row.token_ids)
-            out.append(
-                Completion(
-                    token_ids=tuple(row.token_ids),
-                    logprobs=tuple(row.logprobs),
-                    entropies=tuple(row.entropies),
-                    # the end-of-turn token is markup, not content
-                    text=decode(
-                        row.token_ids[:-1] if row.finish_reason == "stop" else row.token_ids, skip_special_tokens=False
-                    ),
-                    finish_reason=row.finish_reason,  # type: ignore[arg-type]
-                )
+            completion = Completion(
+                token_ids=tuple(row.token_ids),
+                logprobs=tuple(row.logprobs),
+                entropies=tuple(row.entropies),
+                # the end-of-turn token is markup, not content
+                text=decode(
+                    row.token_ids[:-1] if row.finish_reason == "stop" else row.token_ids, skip_special_tokens=False
+                ),
+                finish_reason=row.finish_reason,  # type: ignore[arg-type]
             )
-        return out
+            request.loop.call_soon_threadsafe(_settle, request.future, completion, None)
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

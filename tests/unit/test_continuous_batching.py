@@ -1,0 +1,110 @@
+"""Continuous batching: rows join a running decoding loop, and a row's samples never depend on its batch mates."""
+
+import asyncio
+
+import pytest
+import torch
+
+from agentrl.policy.sampler import DecodeBatch, sample_batch
+from agentrl.policy.transformers_policy import TransformersPolicy
+from agentrl.protocols import SamplingParams
+from agentrl.tiny.model import EOS_ID, PAD_ID, tiny_qwen2, tiny_qwen2_config
+
+pytestmark = pytest.mark.unit
+
+PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [15], [16, 17, 18, 19]]
+SEEDS = [11, 12, 13, 14]
+PARAMS = SamplingParams(max_new_tokens=12, temperature=1.0)
+
+
+@pytest.fixture(scope="module")
+def model():
+    # one thread: a model this small gains nothing from more, and the machine is shared
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    # random weights: eos is as likely as any other token, so rows run long enough to overlap
+    yield tiny_qwen2(tiny_qwen2_config(512, hidden_size=64, num_hidden_layers=2), seed=3).eval()
+    torch.set_num_threads(threads)
+
+
+def alone(model, prompt, seed, params=PARAMS):
+    return sample_batch(model, [prompt], [params], eos_token_ids={EOS_ID}, pad_token_id=PAD_ID, seeds=[seed])[0]
+
+
+def test_a_row_samples_the_same_alone_and_in_a_batch(model):
+    together = sample_batch(model, PROMPTS, [PARAMS] * 4, eos_token_ids={EOS_ID}, pad_token_id=PAD_ID, seeds=SEEDS)
+    for prompt, seed, row in zip(PROMPTS, SEEDS, together, strict=True):
+        single = alone(model, prompt, seed)
+        assert row.token_ids == single.token_ids
+        assert row.logprobs == pytest.approx(single.logprobs, abs=1e-4)
+        assert row.entropies == pytest.approx(single.entropies, abs=1e-4)
+
+
+def test_rows_that_join_mid_decode_sample_as_if_alone(model):
+    batch = DecodeBatch(model, eos_token_ids={EOS_ID}, pad_token_id=PAD_ID)
+    results, widths = {}, []
+    for r, (prompt, seed) in enumerate(zip(PROMPTS, SEEDS, strict=True)):
+        results.update(batch.add([(r, prompt, PARAMS, seed)]))  # one joiner per step, into a running batch
+        results.update(batch.step())
+        widths.append(len(batch))
+    while len(batch):
+        results.update(batch.step())
+    assert max(widths) >= 3  # they really shared steps
+    for r, (prompt, seed) in enumerate(zip(PROMPTS, SEEDS, strict=True)):
+        assert results[r].token_ids == alone(model, prompt, seed).token_ids
+    assert batch.cache is None and batch.attention is None  # nothing left behind
+
+
+def test_finished_rows_leave_and_dead_columns_are_trimmed(model):
+    short, long = SamplingParams(max_new_tokens=2), SamplingParams(max_new_tokens=10)
+    batch = DecodeBatch(model, eos_token_ids=set(), pad_token_id=PAD_ID)
+    batch.add([("long", [1, 2], long, 1), ("short", list(range(3, 40)), short, 2)])
+    assert batch.attention.shape[1] == 38  # the long prompt is left-padded to the short row's length
+    done = batch.step()
+    assert [key for key, _ in done] == ["short"] and len(batch) == 1
+    # the padding in front of the long row is gone once the short row has left
+    assert batch.attention.shape[1] == 4 and bool(batch.attention.all())
+    assert batch.cache.layers[0].keys.shape[2] == 3
+
+
+async def test_policy_admits_a_request_into_the_running_loop(model, tiny_tokenizer):
+    long = SamplingParams(max_new_tokens=120, temperature=1.0, seed=1)
+    short = SamplingParams(max_new_tokens=20, temperature=1.0, seed=2)
+
+    async def run(continuous):
+        policy = TransformersPolicy(model, tiny_tokenizer, continuous=continuous)
+        first = asyncio.ensure_future(policy.generate([1, 2, 3], long))
+        while policy.stats.batches < 3:  # the long request is decoding
+            await asyncio.sleep(0.001)
+        second = await policy.generate([4, 5], short)
+        assert not first.done()  # the short request did not wait for the long one
+        return await first, second, policy.stats
+
+    (a, b, stats) = await run(True)
+    assert len(a.token_ids) == 120 and stats.batches < len(a.token_ids) + len(b.token_ids)
+    assert max(stats.rows) == 2
+    assert list(b.token_ids) == alone(model, [4, 5], 2, short).token_ids
+    assert list(a.token_ids) == alone(model, [1, 2, 3], 1, long).token_ids
+
+
+def test_a_stop_string_ends_only_its_own_row(model):
+    params = SamplingParams(max_new_tokens=10, temperature=1.0)
+    batch = DecodeBatch(
+        model, eos_token_ids=set(), pad_token_id=PAD_ID, stop_hit=lambda key, _params, ids: key == "a" and len(ids) == 3
+    )
+    results = dict(batch.add([("a", [1, 2], params, 1), ("b", [3, 4], params, 2)]))
+    while len(batch):
+        results.update(batch.step())
+    assert results["a"].finish_reason == "tool_call" and len(results["a"].token_ids) == 3
+    assert results["b"].finish_reason == "length" and len(results["b"].token_ids) == 10
+
+
+async def test_a_cancelled_request_leaves_the_decoding_loop(model, tiny_tokenizer):
+    policy = TransformersPolicy(model, tiny_tokenizer)
+    request = asyncio.ensure_future(policy.generate([1, 2, 3], SamplingParams(max_new_tokens=400, seed=1)))
+    while policy.stats.batches < 3:
+        await asyncio.sleep(0.001)
+    request.cancel()
+    while policy.stats.busy_s == 0.0:  # set when the decoding loop has nothing left and returns
+        await asyncio.sleep(0.001)
+    assert policy.stats.batches < 100 and policy.stats.tokens == 0  # dropped long before its 400 tokens
