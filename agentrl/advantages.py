@@ -130,3 +130,66 @@ def lite_ppo(rewards_B: Tensor, group_index_B: Tensor, *, eps: float = 1e-6) -> 
     _, _, mean_B, _ = _group_stats(rewards_B, group_index_B)
     batch_std = rewards_B.std(correction=0) if rewards_B.numel() else rewards_B.new_zeros(())
     return _zero_constant_groups((rewards_B - mean_B) / (batch_std + eps), rewards_B, group_index_B)
+
+
+@register_advantage("ngrpo")
+def ngrpo(rewards_B: Tensor, group_index_B: Tensor, *, eps: float = 1e-6, r_max: float = 1.0) -> Tensor:
+    """NGRPO: group statistics over R ∪ {r_max}, a virtual maximum-reward sample: A_i = (r_i − μ') / (σ' + eps).
+
+    Nan et al. 2025, "NGRPO: Negative-enhanced Group Relative Policy Optimization" (algorithms.md §2.2):
+    μ' = (Σ_i r_i + r_max) / (G + 1), σ' the population std of the G + 1 values. An all-wrong group therefore
+    gets identical negative advantages instead of zeros, so failures still push probability away.
+    Deviations: this breaks the module convention on purpose — only a group that equals r_max throughout is
+    constant, and gets exactly 0; the paper's asymmetric clipping is not part of the estimator (set
+    `trainer.clip_low` / `clip_high`).
+    """
+    rewards_B = _as_float(rewards_B)
+    count_B, sum_B, _, _ = _group_stats(rewards_B, group_index_B)
+    mean_B = (sum_B + r_max) / (count_B + 1)
+    num_groups = int(group_index_B.max()) + 1 if group_index_B.numel() else 0
+    square_B = _group_sum((rewards_B - mean_B).square(), group_index_B, num_groups)[group_index_B]
+    std_B = ((square_B + (r_max - mean_B) ** 2) / (count_B + 1)).sqrt()
+    advantages_B = (rewards_B - mean_B) / (std_B + eps)
+    return torch.where(std_B == 0, 0.0, advantages_B)
+
+
+@register_advantage("mc_grpo")
+def mc_grpo(rewards_B: Tensor, group_index_B: Tensor, *, eps: float = 1e-6) -> Tensor:
+    """MC-GRPO: the group *median* as the baseline, A_i = (r_i − median_G r) / (std_G r + eps).
+
+    "MC-GRPO" (algorithms.md §2.2, from the abstract): sample G + 1 rollouts, use their median as the baseline;
+    the median rollout (the pivot, `median_pivots`) has A = 0 and is left out of the loss, so exactly G samples
+    contribute. The median is robust to one outlier and avoids the sign flips of mean baselines at small G.
+    Deviations (the abstract gives only the baseline): the scale is GRPO's population std over all G + 1
+    rollouts; an even-sized group uses the mean of its two middle values and has no pivot. Constant groups → 0.
+    """
+    rewards_B = _as_float(rewards_B)
+    _, _, _, std_B = _group_stats(rewards_B, group_index_B)
+    low_B, high_B, _ = _median_ranks(rewards_B, group_index_B)
+    advantages_B = (rewards_B - (rewards_B[low_B] + rewards_B[high_B]) / 2) / (std_B + eps)
+    return _zero_constant_groups(advantages_B, rewards_B, group_index_B)
+
+
+def median_pivots(rewards_B: Tensor, group_index_B: Tensor) -> Tensor:
+    """MC-GRPO's pivot of each odd-sized group as a bool mask `pivot_B` (the middle rollout by reward; ties by
+    batch order): exactly one per odd group, none in even groups."""
+    _, _, pivot_B = _median_ranks(_as_float(rewards_B), group_index_B)
+    return pivot_B
+
+
+def _median_ranks(rewards_B: Tensor, group_index_B: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Per trajectory, the batch index of its group's lower and upper middle rollout, and the pivot mask."""
+    if not rewards_B.numel():
+        empty = group_index_B.new_zeros(0)
+        return empty, empty, torch.zeros(0, dtype=torch.bool)
+    # sort by reward, then stably by group: each group's members end up contiguous and in reward order
+    order_N = torch.sort(rewards_B, stable=True).indices
+    order_N = order_N[torch.sort(group_index_B[order_N], stable=True).indices]
+    count_K = torch.bincount(group_index_B)
+    start_K = torch.cumsum(count_K, 0) - count_K
+    low_K = order_N[(start_K + (count_K - 1).clamp(min=0) // 2).clamp(max=len(order_N) - 1)]
+    high_K = order_N[(start_K + count_K // 2).clamp(max=len(order_N) - 1)]
+    pivot_B = torch.zeros_like(rewards_B, dtype=torch.bool)
+    odd_K = count_K % 2 == 1
+    pivot_B[low_K[odd_K]] = True
+    return low_K[group_index_B], high_K[group_index_B], pivot_B

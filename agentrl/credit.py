@@ -8,7 +8,8 @@ A credit assigner (`trainer.credit`) maps a `TurnBatch` to one advantage per tur
   Dr.GRPO, RLOO, Lite PPO) gives one advantage per trajectory, shared by all its turns;
 - `igpo`: turn rewards + outcome, group-normalised and discounted (`agentrl/turn_credit.py`);
 - `gigpo` / `hgpo`: episode advantage plus an anchor-state step advantage (`agentrl/step_groups.py`);
-- any import path to a function `fn(batch: TurnBatch, config: TrainerConfig) -> (advantages_B_K, metrics)`.
+- any import path to a function `fn(batch: TurnBatch, config: TrainerConfig) -> (advantages_B_K, metrics)`; it
+  may return a third element, a bool `keep_B`, to leave trajectories out of the loss (MC-GRPO's pivot).
 
 Forked trajectories then get branch-aware attribution of their shared turns (`agentrl/branch_credit.py`), and
 each turn's advantage lands on exactly the tokens its policy call sampled; prompt and tool-output tokens get
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from agentrl.advantages import mc_grpo, median_pivots
 from agentrl.branch_credit import attribute_branches
 from agentrl.config import TrainerConfig
 from agentrl.learner import TrainSample
@@ -44,10 +46,18 @@ def trajectory_sample(trajectory: Trajectory, advantage: float | Sequence[float]
     )
 
 
-def trajectory_credit(batch: TurnBatch, config: Any) -> tuple[Tensor, dict[str, float]]:
-    """Credit assigner `trajectory`: the `trainer.advantage` estimator's value on every turn."""
-    advantages_B = resolve("advantage", config.advantage)(batch.outcome_B, batch.group_index_B)
-    return torch.where(batch.turn_mask_B_K, advantages_B[:, None], 0.0), {}
+def trajectory_credit(batch: TurnBatch, config: Any) -> tuple[Tensor, dict[str, float], Tensor]:
+    """Credit assigner `trajectory`: the `trainer.advantage` estimator's value on every turn.
+
+    With `mc_grpo` the median pivot of each odd group is left out of the loss (`keep_B` False)."""
+    estimator = resolve("advantage", config.advantage)
+    advantages_B = estimator(batch.outcome_B, batch.group_index_B)
+    keep_B = torch.ones(len(batch), dtype=torch.bool)
+    metrics: dict[str, float] = {}
+    if estimator is mc_grpo:
+        keep_B = ~median_pivots(batch.outcome_B, batch.group_index_B)
+        metrics["credit/pivots_excluded"] = float((~keep_B).sum())
+    return torch.where(batch.turn_mask_B_K, advantages_B[:, None], 0.0), metrics, keep_B
 
 
 def assign_credit(
@@ -66,16 +76,19 @@ def assign_credit(
     batch = TurnBatch.from_groups(groups)
     if not len(batch):
         return [], {"credit/trajectories": 0.0}
-    advantages_B_K, metrics = resolve("credit", config.credit)(batch, config)
+    advantages_B_K, metrics, *rest = resolve("credit", config.credit)(batch, config)
+    keep_B = rest[0] if rest else torch.ones(len(batch), dtype=torch.bool)
     advantages_B_K, branch_metrics = attribute_branches(
         batch.trajectories, advantages_B_K, batch.turn_mask_B_K, config.branch_attribution
     )
     informative_K = informative_groups(advantages_B_K, batch.group_index_B, batch.num_groups)
-    informative_B = informative_K[batch.group_index_B]
+    informative_B = informative_K[batch.group_index_B] | (not config.skip_zero_advantage_groups)
     samples = [
         trajectory_sample(t, row[: len(t.turns)])
-        for t, row, keep in zip(batch.trajectories, advantages_B_K.tolist(), informative_B.tolist(), strict=True)
-        if keep or not config.skip_zero_advantage_groups
+        for t, row, keep in zip(
+            batch.trajectories, advantages_B_K.tolist(), (informative_B & keep_B).tolist(), strict=True
+        )
+        if keep
     ]
     turn_values = advantages_B_K[batch.turn_mask_B_K]
     return samples, {

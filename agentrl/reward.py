@@ -15,6 +15,10 @@ ones into `Turn.reward`; every component is kept in `reward_components`, and wei
 metric only. Trajectories that failed for infrastructure reasons are never scored: their reward stays `None` so
 they cannot pass for zero-reward samples.
 
+`RewardStack.score_batch` scores a whole step's trajectories one component at a time (each component over all
+trajectories concurrently), so each component's cost is its own: the trainer logs `reward_cost/<name>/seconds`,
+`reward_cost/<name>/policy_forwards` and the per-step increase of the reward's `stats` counters.
+
 Anything with an `as_reward()` method (an `agentrl.judge.Judge`, say) can stand wherever a reward can.
 """
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -102,49 +107,93 @@ class RewardStack:
 
     async def score(self, task: Task, trajectory: Trajectory, *, policy: Any = None) -> Trajectory:
         """Score one trajectory (and its turns); `policy` feeds rewards that probe the model."""
-        if trajectory.is_infra_failure:
-            return trajectory
-        available = {
-            "task": task,
-            "trajectory": trajectory,
-            "answer": trajectory.answer,
-            "messages": trajectory.messages,
-            "tool_results": [r for t in trajectory.turns for r in t.tool_results],
-            "policy": policy,
-        }
-        components: dict[str, float] = {}
-        total = 0.0
-        for r, w in self.components:
-            if r.level == "trajectory" and (value := await r(**available)) is not None:
-                components[r.name] = value
-                total += w * value
-        per_turn = await self._turn_values(trajectory, available)
-        turns = tuple(_with_turn_reward(turn, values) for turn, values in zip(trajectory.turns, per_turn, strict=True))
-        return dataclasses.replace(trajectory, reward=total, reward_components=components, turns=turns)
+        scored, _ = await self.score_batch([(task, trajectory)], policy=policy)
+        return scored[0]
 
-    async def _turn_values(self, trajectory: Trajectory, available: dict[str, Any]) -> list[dict[str, tuple]]:
-        """For each turn, {reward name: (value, weight)} over the turn-level rewards that did not abstain."""
-        n = len(trajectory.turns)
-        per_turn: list[dict[str, tuple]] = [{} for _ in range(n)]
-        calls, owners = [], []
+    async def score_batch(
+        self, items: Sequence[tuple[Task, Trajectory]], *, policy: Any = None
+    ) -> tuple[list[Trajectory], dict[str, float]]:
+        """Score many trajectories, one component at a time over all of them (concurrently within a component,
+        so model probes and judge calls batch across trajectories); returns them and what each component cost.
+
+        Running components one after another is what makes their cost attributable: per component,
+        `reward_cost/<name>/seconds` (wall time of its phase), `reward_cost/<name>/policy_forwards` (batched
+        teacher-forced forward passes of `policy`, when it counts them in `score_stats`) and the increase of
+        every counter the reward keeps in its `stats` (judge requests, a local PRM's forward passes, probes).
+        """
+        available = [_inputs(task, t, policy) for task, t in items]
+        live = [i for i, (_, t) in enumerate(items) if not t.is_infra_failure]
+        components: list[dict[str, float]] = [{} for _ in items]
+        totals = [0.0] * len(items)
+        per_turn: list[list[dict[str, tuple]]] = [[{} for _ in t.turns] for _, t in items]
+        costs: dict[str, float] = {}
         for r, w in self.components:
-            if r.level == "turn":
-                calls += [r(**available, turn=turn, turn_index=k) for k, turn in enumerate(trajectory.turns)]
-                owners += [(r, w, k) for k in range(n)]
-            elif r.level == "turns":
-                calls.append(r(**available))
-                owners.append((r, w, None))
-        for (r, w, k), value in zip(owners, await asyncio.gather(*calls), strict=True):
-            if k is not None:
-                value = [None] * k + [value] + [None] * (n - k - 1)
-            elif value is None:
+            before = _cost_counters(r, policy)
+            started = time.perf_counter()
+            values = await asyncio.gather(*(self._values(r, items[i][1], available[i]) for i in live))
+            costs[f"reward_cost/{r.name}/seconds"] = time.perf_counter() - started
+            after = _cost_counters(r, policy)
+            costs.update({f"reward_cost/{r.name}/{k}": after[k] - before.get(k, 0.0) for k in after})
+            for i, value in zip(live, values, strict=True):
+                if r.level == "trajectory":
+                    if value is not None:
+                        components[i][r.name] = value
+                        totals[i] += w * value
+                    continue
+                for k, v in enumerate(value):
+                    if v is not None:
+                        per_turn[i][k][r.name] = (v, w)
+        out = []
+        for i, (_, t) in enumerate(items):
+            if t.is_infra_failure:
+                out.append(t)
                 continue
-            elif len(value) != n:
-                raise ValueError(f"reward {r.name} returned {len(value)} turn values for {n} turns")
-            for j, v in enumerate(value):
-                if v is not None:
-                    per_turn[j][r.name] = (v, w)
-        return per_turn
+            turns = tuple(_with_turn_reward(turn, values) for turn, values in zip(t.turns, per_turn[i], strict=True))
+            out.append(dataclasses.replace(t, reward=totals[i], reward_components=components[i], turns=turns))
+        return out, costs
+
+    @staticmethod
+    async def _values(r: Reward, trajectory: Trajectory, available: dict[str, Any]) -> Any:
+        """A trajectory-level reward's value, or one value (or None) per turn for turn-level rewards."""
+        n = len(trajectory.turns)
+        if r.level == "trajectory":
+            return await r(**available)
+        if r.level == "turn":
+            return list(
+                await asyncio.gather(*(r(**available, turn=t, turn_index=k) for k, t in enumerate(trajectory.turns)))
+            )
+        value = await r(**available)
+        if value is None:
+            return [None] * n
+        if len(value) != n:
+            raise ValueError(f"reward {r.name} returned {len(value)} turn values for {n} turns")
+        return value
+
+
+def _inputs(task: Task, trajectory: Trajectory, policy: Any) -> dict[str, Any]:
+    return {
+        "task": task,
+        "trajectory": trajectory,
+        "answer": trajectory.answer,
+        "messages": trajectory.messages,
+        "tool_results": [r for t in trajectory.turns for r in t.tool_results],
+        "policy": policy,
+    }
+
+
+def _cost_counters(r: Reward, policy: Any) -> dict[str, float]:
+    """Counters whose increase during a component's phase is its cost: the policy's probe forward passes and
+    the numeric fields of the reward's own `stats` (a Judge's or a local PRM's, say)."""
+    out: dict[str, float] = {}
+    forwards = getattr(getattr(policy, "score_stats", None), "forwards", None)
+    if forwards is not None:
+        out["policy_forwards"] = float(forwards)
+    stats = getattr(getattr(r.fn, "__self__", None), "stats", None)
+    if dataclasses.is_dataclass(stats) and not isinstance(stats, type):
+        for k, v in dataclasses.asdict(stats).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[k] = float(v)
+    return out
 
 
 def _with_turn_reward(turn: Any, values: dict[str, tuple]) -> Any:

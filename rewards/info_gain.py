@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentrl.reward import Reward
@@ -63,6 +64,14 @@ def information_gains(mean_logp_H: Sequence[float], mode: Mode) -> list[float]:
     return [b - a for a, b in zip(values[:-1], values[1:], strict=True)]
 
 
+@dataclass
+class ProbeStats:
+    """What the probe cost; the trainer logs it per step as `reward_cost/<name>/probes`."""
+
+    probes: int = 0
+    """Teacher-forced rows (histories) scored; the policy batches them into its own forward passes."""
+
+
 class InfoGain:
     """The IGPO turn reward; `mode` is `prob_diff` (the paper's) or `log_prob_diff` (the newer official script).
 
@@ -75,8 +84,12 @@ class InfoGain:
         self.mode = mode
         self.lead = lead
         self.name = name or ("info_gain" if mode == "prob_diff" else "info_gain_log")
-        self.probes = 0
+        self.stats = ProbeStats()
+
+    @property
+    def probes(self) -> int:
         """Probe rows scored so far (one teacher-forced prefill row per history)."""
+        return self.stats.probes
 
     def as_reward(self) -> Reward:
         return Reward(fn=self.turn_values, name=self.name, level="turns", inputs=("task", "trajectory", "policy"))
@@ -96,7 +109,7 @@ class InfoGain:
         logprobs = await policy.score_continuations(
             [prefixes[k] for k in needed], [lead_ids + answer_ids] * len(needed)
         )
-        self.probes += len(needed)
+        self.stats.probes += len(needed)
         value = dict(zip(needed, mean_logprobs(logprobs, slice(len(lead_ids), None)), strict=True))
         out: list[float | None] = [None] * len(trajectory.turns)
         for t in turns:

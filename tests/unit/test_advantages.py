@@ -44,6 +44,8 @@ def test_constant_group_gets_exact_zeros():
     rewards = t([0.1, 0.1, 0.1, 0.7, 0.2])
     index = idx([0, 0, 0, 1, 1])
     for name, fn in ADVANTAGE_ESTIMATORS.items():
+        if name == "ngrpo":  # grades constant groups against a virtual r_max sample on purpose
+            continue
         advantages = fn(rewards, index)
         assert torch.equal(advantages[:3], torch.zeros(3, dtype=torch.float64)), name
         assert (advantages[3:] != 0).all(), name
