@@ -1,0 +1,80 @@
+"""`agentrl swe grade`: grade SWE-bench-style predictions on local tasks, as the SWE-bench harness does.
+
+Predictions are JSONL rows (or one JSON list) with `instance_id` and `model_patch` (and optionally
+`model_name_or_path`), the format SWE-bench uses. Results: one JSON line per prediction (resolved, status, each
+graded test's outcome, seconds) and a summary (`<out>.summary.json`): resolved rate, counts per status and per
+tier, and grading seconds per instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from agentrl.scaffolds.swe import bundled
+from agentrl.scaffolds.swe.grading import TEST_TIMEOUT_S, GradeResult, grade_many
+from agentrl.scaffolds.swe.instances import SweInstance, load_instances
+
+
+def load_predictions(path: str | Path) -> list[dict[str, Any]]:
+    text = Path(path).read_text()
+    rows = (
+        json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    )
+    for row in rows:
+        if "instance_id" not in row or "model_patch" not in row:
+            raise ValueError(f"{path}: every prediction needs instance_id and model_patch, got keys {sorted(row)}")
+    return rows
+
+
+def grade_predictions(
+    predictions: str | Path,
+    *,
+    tasks: str | Path | None = None,
+    repos_dir: str | Path | None = None,
+    out: str | Path | None = None,
+    concurrency: int = 4,
+    test_timeout_s: float = TEST_TIMEOUT_S,
+) -> tuple[dict[str, Any], Path]:
+    """Grade every prediction; write the per-instance results and the summary; return (summary, results path)."""
+    is_bundled = tasks is None or Path(tasks).resolve() == bundled.TASKS_FILE.resolve()
+    if repos_dir is None and not is_bundled:
+        raise ValueError("--repos-dir is needed for tasks other than the bundled ones (nothing is downloaded)")
+    instances = {i.instance_id: i for i in load_instances(tasks or bundled.TASKS_FILE)}
+    rows = load_predictions(predictions)
+    unknown = [r["instance_id"] for r in rows if r["instance_id"] not in instances]
+    if unknown:
+        raise ValueError(f"predictions for unknown instances: {', '.join(unknown[:5])}")
+    repos = str(repos_dir or bundled.repos_dir())
+    jobs = [(instances[r["instance_id"]], r["model_patch"] or "") for r in rows]
+    results = asyncio.run(grade_many(jobs, repos, concurrency=concurrency, test_timeout_s=test_timeout_s))
+    out_path = Path(out) if out else Path(predictions).with_suffix(".results.jsonl")
+    with out_path.open("w") as f:
+        for row, result in zip(rows, results, strict=True):
+            f.write(json.dumps({**result.to_json(), "model_name_or_path": row.get("model_name_or_path")}) + "\n")
+    summary = summarize([i for i, _ in jobs], results)
+    out_path.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary, out_path
+
+
+def summarize(instances: list[SweInstance], results: list[GradeResult]) -> dict[str, Any]:
+    graded = [r for r in results if not r.infra_failure]
+    tiers: dict[str, list[int]] = {}
+    for instance, result in zip(instances, results, strict=True):
+        counts = tiers.setdefault(instance.tier or "unknown", [0, 0])
+        counts[0] += int(result.resolved)
+        counts[1] += 1
+    ran = [r.elapsed_s for r in results if r.status != "empty_patch"]
+    return {
+        "instances": len(results),
+        "resolved": sum(r.resolved for r in results),
+        "resolved_rate": sum(r.resolved for r in graded) / max(len(graded), 1),
+        "infra_errors": len(results) - len(graded),
+        "by_status": dict(Counter(r.status for r in results)),
+        "by_tier": {tier: {"resolved": n, "instances": total} for tier, (n, total) in sorted(tiers.items())},
+        "grade_s_mean": sum(ran) / len(ran) if ran else 0.0,
+        "grade_s_max": max(ran, default=0.0),
+    }

@@ -1,0 +1,1 @@
+from accounts.registry import DuplicateUser, Registry

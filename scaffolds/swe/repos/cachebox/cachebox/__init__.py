@@ -1,0 +1,1 @@
+from cachebox.lru import LRUCache

@@ -1,0 +1,1 @@
+from clock.fmt import format_duration

@@ -1,0 +1,1 @@
+from config_ini.reader import parse_config

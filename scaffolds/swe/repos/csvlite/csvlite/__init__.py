@@ -1,0 +1,1 @@
+from csvlite.parse import parse_line, parse_text

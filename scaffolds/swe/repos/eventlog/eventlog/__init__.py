@@ -1,0 +1,1 @@
+from eventlog.log import Event, daily_report

@@ -1,0 +1,1 @@
+from geom.shapes import Rectangle

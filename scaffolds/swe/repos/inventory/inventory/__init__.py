@@ -1,0 +1,1 @@
+from inventory.stock import Stock

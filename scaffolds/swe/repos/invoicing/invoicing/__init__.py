@@ -1,0 +1,1 @@
+from invoicing.invoice import Invoice

@@ -1,0 +1,5 @@
+"""Price rules."""
+
+
+def apply_discount(amount, percent):
+    return round(amount * (1 - percent / 100), 2)

@@ -1,0 +1,1 @@
+from listutil.chunks import chunk, flatten

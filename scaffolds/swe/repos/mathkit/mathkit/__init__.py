@@ -1,0 +1,1 @@
+from mathkit.ops import mean, total

@@ -1,0 +1,1 @@
+from matrix.ops import identity, transpose

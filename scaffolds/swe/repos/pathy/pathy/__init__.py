@@ -1,0 +1,1 @@
+from pathy.ext import extension, stem

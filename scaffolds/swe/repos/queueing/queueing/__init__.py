@@ -1,0 +1,1 @@
+from queueing.pq import PriorityQueue

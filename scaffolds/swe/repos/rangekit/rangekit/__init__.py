@@ -1,0 +1,1 @@
+from rangekit.bounds import clamp, within

@@ -1,0 +1,1 @@
+from reminders.schedule import should_send

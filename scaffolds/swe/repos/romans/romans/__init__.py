@@ -1,0 +1,1 @@
+from romans.numerals import from_roman, to_roman

@@ -1,0 +1,1 @@
+from shopcart.cart import Cart

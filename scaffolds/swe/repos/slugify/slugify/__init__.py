@@ -1,0 +1,1 @@
+from slugify.slug import slugify

@@ -1,0 +1,1 @@
+from tempconv.convert import celsius_to_fahrenheit, fahrenheit_to_celsius

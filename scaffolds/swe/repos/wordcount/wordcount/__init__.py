@@ -1,0 +1,1 @@
+from wordcount.count import count_words, most_common

@@ -1,0 +1,5 @@
+from wraptext import wrap
+
+
+def test_empty():
+    assert wrap("", 10) == []

@@ -1,0 +1,1 @@
+from wraptext.wrap import wrap
