@@ -34,7 +34,8 @@ class PolicyConfig:
     model: str = "tiny"
     """Model to train: `tiny` (the shipped tiny policy), a local checkpoint path, or a hub id already cached."""
     backend: str = "transformers"
-    """Sampler backend: `transformers` (in-process) or `openai` (an OpenAI-compatible completions server)."""
+    """Sampler backend: `transformers` (in-process), `vllm` (an in-process vLLM engine on the GPU, weights synced
+    from the learner each step; the `vllm` extra) or `openai` (an OpenAI-compatible completions server)."""
     base_url: str | None = None
     """Base URL of the OpenAI-compatible server for the `openai` backend."""
     api_key: str | None = None
@@ -81,6 +82,49 @@ class RolloutConfig:
     """Trajectories in flight at once."""
     max_tool_output_chars: int = 2000
     """Tool output longer than this is truncated (with a marker) before it reaches the policy."""
+    branching: str = "none"
+    """Branching rollouts: `none`, `arpo` or `aepo`. A rollout forks (tokens and tool session) after tool results
+    with a probability that rises with its entropy; samples_per_prompt counts the forks (algorithms.md §3.1–3.2)."""
+    branch_initial_rollouts: int = 0
+    """Rollouts per task started from the prompt (m); forks fill the rest. 0 = half of samples_per_prompt."""
+    branch_beam_size: int = 2
+    """A rollout forks at most branch_beam_size − 1 times per tool round (b)."""
+    branch_threshold: float = 0.5
+    """Fork threshold τ on the noisy entropy score."""
+    branch_entropy_weight: float = 0.2
+    """Weight w of the entropy rise ΔH in the fork test."""
+    branch_entropy_tokens: int = 20
+    """Tokens after each tool result whose entropies are summed into ΔH."""
+    branch_consecutive_penalty: float = 0.05
+    """AEPO: the fork probability is scaled by max(0, 1 − penalty · consecutive branching rounds of the task)."""
+    branch_dynamic_initial: bool = False
+    """AEPO entropy pre-monitoring: set m per task from the entropies of its first rollout (which never forks)."""
+    extra_groups_per_step: int = 0
+    """Partial rollouts (APRIL): tasks started beyond prompts_per_step; a step ends once prompts_per_step groups
+    are complete and the unfinished ones go on in the next step. 0 = off (every step waits for all its groups)."""
+    max_staleness_steps: int = 1
+    """Partial rollouts: a carried group started more than this many weight updates ago is dropped. Carried turns
+    were sampled by older weights: set trainer.tis_cap (> 0) so the learner corrects for it."""
+
+    @property
+    def branch_rule(self) -> Any:
+        """The `agentrl.branching.BranchRule` of these settings, or None without branching."""
+        if self.branching == "none":
+            return None
+        from agentrl.branching import BranchRule
+
+        m = self.branch_initial_rollouts or max(1, self.samples_per_prompt // 2)
+        return BranchRule(
+            mode=self.branching,
+            rollouts_per_task=self.samples_per_prompt,
+            initial_rollouts=m,
+            beam_size=self.branch_beam_size,
+            threshold=self.branch_threshold,
+            entropy_weight=self.branch_entropy_weight,
+            entropy_tokens=self.branch_entropy_tokens,
+            consecutive_penalty=self.branch_consecutive_penalty,
+            dynamic_initial=self.branch_dynamic_initial,
+        )
 
     @property
     def trajectories_per_step(self) -> int:
@@ -104,9 +148,11 @@ class TrainerConfig:
     max_grad_norm: float = 1.0
     """Gradient clipping threshold (global L2 norm)."""
     advantage: str = "grpo"
-    """Advantage estimator, by registry name or dotted path (`grpo`, `dr_grpo`, `rloo`, ...)."""
+    """Advantage estimator, by registry name or dotted path: `grpo`, `dr_grpo`, `rloo`, `lite_ppo`, `mc_grpo`
+    (median baseline, pivot left out of the loss) or `ngrpo` (virtual r_max sample)."""
     loss: str = "ppo_clip"
-    """Policy loss, by registry name or dotted path."""
+    """Policy loss, by registry name or dotted path: `ppo_clip`, `aepo` (gradient-keeping upper clip) or `gspo`
+    (sequence-level ratio)."""
     loss_agg: str = "token-mean"
     """Loss aggregation: `token-mean`, `seq-mean-token-mean` or `seq-mean-token-sum-norm`."""
     clip_low: float = 0.2
@@ -272,7 +318,15 @@ class RunConfig:
             (self.trainer.lr > 0, "trainer.lr must be positive"),
             (self.trainer.clip_low >= 0 and self.trainer.clip_high >= 0, "clip ranges must be >= 0"),
             (self.trainer.dual_clip == 0 or self.trainer.dual_clip > 1, "trainer.dual_clip must be 0 or > 1"),
-            (self.policy.backend in ("transformers", "openai"), "policy.backend must be transformers or openai"),
+            (
+                self.policy.backend in ("transformers", "vllm", "openai"),
+                "policy.backend must be transformers, vllm or openai",
+            ),
+            (self.rollout.branching in ("none", "arpo", "aepo"), "rollout.branching must be none, arpo or aepo"),
+            (
+                self.rollout.extra_groups_per_step >= 0 and self.rollout.max_staleness_steps >= 0,
+                "rollout.extra_groups_per_step and rollout.max_staleness_steps must be >= 0",
+            ),
         ]
         for ok, message in checks:
             if not ok:

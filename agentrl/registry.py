@@ -14,6 +14,10 @@ SCAFFOLDS = {
     "react": "agentrl.scaffolds.react:ReactScaffold",
     "code": "agentrl.scaffolds.code:CodeScaffold",
     "search": "agentrl.scaffolds.search:SearchScaffold",
+    "swe": "agentrl.scaffolds.swe:SweScaffold",
+    "gui": "agentrl.scaffolds.gui:GuiScaffold",
+    "gui_screenshot": "agentrl.scaffolds.gui:GuiScreenshotScaffold",
+    "terminal": "agentrl.scaffolds.terminal:TerminalScaffold",
 }
 REWARDS = {
     "exact_match": "agentrl.rewards.outcome:exact_match",
@@ -28,6 +32,10 @@ REWARDS = {
     "info_gain_log": "agentrl.rewards.info_gain:info_gain_log",
     "judge_prm": "agentrl.rewards.judge_prm:judge_prm",
     "local_prm": "agentrl.rewards.local_prm:local_prm",
+    "swe_resolved": "agentrl.scaffolds.swe.rewards:swe_resolved",
+    "swe_similarity": "agentrl.scaffolds.swe.rewards:swe_similarity",
+    "gui_check": "agentrl.scaffolds.gui.checker:gui_check",
+    "terminal_check": "agentrl.rewards.terminal:terminal_check",
 }
 REWARD_FILTERS = {
     "gra_gate": "agentrl.rewards.combinators:gra_gate",
@@ -40,11 +48,14 @@ TOOLSETS = {
     "code": "agentrl.tools.code:PythonInterpreter",
     "terminal": "agentrl.tools.terminal:Shell",
     "files": "agentrl.tools.files:FileEditor",
+    "swe": "agentrl.tools.swe:SweTools",
     "search": "agentrl.tools.search:Search",
     "web_search": "agentrl.tools.search:WebSearch",
+    "gui": "agentrl.tools.gui:Browser",
     "echo": "agentrl.testing:echo",
     "calculate": "agentrl.scaffolds.code.tools:calculate",
     "lookup": "agentrl.scaffolds.search.tools:lookup",
+    "terminal_tasks": "agentrl.scaffolds.terminal.workspace:TaskWorkspace",
 }
 ADVANTAGES = "agentrl.advantages:ADVANTAGE_ESTIMATORS"
 LOSSES = "agentrl.losses:POLICY_LOSSES"

@@ -30,6 +30,7 @@ from agentrl.config import ConfigError, RunConfig, dump_toml, load_config
 from agentrl.credit import assign_credit
 from agentrl.learner import Learner
 from agentrl.metrics import MetricsLogger
+from agentrl.partial_rollouts import PartialRollouts
 from agentrl.policy import build_policy, load_model_and_tokenizer
 from agentrl.progress import TrainProgress
 from agentrl.registry import load_scaffold
@@ -67,6 +68,7 @@ class Trainer:
             temperature=config.rollout.temperature,
         )
         self.tools = self._tool_backend()
+        self.partial = self._partial_rollouts()
         self.state = TrainerState(step=0, wall_s=0.0, policy_version=0)
         if resume and (ckpt := latest_checkpoint(run_dir)) is not None:
             self.state = load_checkpoint(ckpt, self.model, self.learner)
@@ -139,7 +141,9 @@ class Trainer:
             sampler_stats.reset()
         t0 = time.monotonic()
         groups = self.loop.run_until_complete(
-            collect_groups(
+            self.partial.collect(step, lambda n: rng.sample(self.train_tasks, min(n, len(self.train_tasks))))
+            if self.partial is not None  # partial rollouts: the first complete groups; the rest go on next step
+            else collect_groups(
                 self.scaffold,
                 tasks,
                 self.policy,
@@ -148,6 +152,7 @@ class Trainer:
                 step=step,
                 seed=cfg.seed,
                 max_concurrent=cfg.rollout.max_concurrent_trajectories,
+                branching=cfg.rollout.branch_rule,
             )
         )
         seconds = time.monotonic() - t0
@@ -159,27 +164,27 @@ class Trainer:
         stats = {"time/collect_s": seconds, "rollout/tokens_per_s": sampled / max(seconds, 1e-9)}
         if sampler_stats is not None and sampler_stats.batches:
             stats["rollout/batch_rows_mean"] = sum(sampler_stats.rows) / len(sampler_stats.rows)
+        if self.partial is not None:
+            stats.update({f"rollout/{k}": float(v) for k, v in dataclasses.asdict(self.partial.stats).items()})
         return groups, stats
 
     def score(self, groups: list[TrajectoryGroup], *, filters: bool = False) -> list[TrajectoryGroup]:
-        """Reward every trajectory (all concurrently, so model probes batch across groups); with `filters`, then
-        apply `reward_filters`. What it cost and what it removed lands in `self.score_stats`."""
+        """Reward every trajectory, one reward component at a time over all of them (so model probes batch across
+        groups and each component's cost is its own); with `filters`, then apply `reward_filters`. What it cost
+        and what it removed lands in `self.score_stats`."""
         from agentrl.registry import resolve
         from agentrl.rewards.combinators import apply_filters, component_metrics, reward_counters
 
-        async def score_one(g: TrajectoryGroup) -> TrajectoryGroup:
-            trajs = await asyncio.gather(*(self.rewards.score(g.task, t, policy=self.policy) for t in g.trajectories))
-            return TrajectoryGroup(g.task, tuple(trajs))
-
-        async def score_all() -> list[TrajectoryGroup]:
-            return list(await asyncio.gather(*(score_one(g) for g in groups)))
-
+        items = [(g.task, t) for g in groups for t in g.trajectories]
         probes = getattr(self.policy, "score_stats", None)
         forwards_before = probes.forwards if probes is not None else 0
         t0 = time.monotonic()
-        scored = self.loop.run_until_complete(score_all())
+        flat, reward_costs = self.loop.run_until_complete(self.rewards.score_batch(items, policy=self.policy))
+        rest = iter(flat)
+        scored = [TrajectoryGroup(g.task, tuple(next(rest) for _ in g.trajectories)) for g in groups]
         self.score_stats = {
             "time/score_s": time.monotonic() - t0,
+            **reward_costs,
             **component_metrics(scored),
             **reward_counters([r for r, _ in self.rewards.components]),
         }
@@ -269,6 +274,23 @@ class Trainer:
         reference.requires_grad_(False)
         return reference
 
+    def _partial_rollouts(self) -> PartialRollouts | None:
+        r = self.config.rollout
+        if r.extra_groups_per_step <= 0:
+            return None
+        return PartialRollouts(
+            self.scaffold,
+            self.policy,
+            self.tools,
+            samples_per_prompt=r.samples_per_prompt,
+            groups_per_step=r.prompts_per_step,
+            extra_groups=r.extra_groups_per_step,
+            max_staleness_steps=r.max_staleness_steps,
+            seed=self.config.seed,
+            max_concurrent=r.max_concurrent_trajectories,
+            branching=r.branch_rule,
+        )
+
     def _tool_backend(self) -> ToolClient:
         cfg = self.config
         if cfg.tool_servers:
@@ -279,6 +301,8 @@ class Trainer:
 
     def close(self) -> None:
         self.metrics.close()
+        if self.partial is not None:
+            self.loop.run_until_complete(self.partial.aclose())
         if hasattr(self.policy, "aclose"):
             self.loop.run_until_complete(self.policy.aclose())
         self.loop.run_until_complete(self.tools.aclose())

@@ -34,7 +34,7 @@ class StopReason(enum.StrEnum):
     trajectories are excluded from group statistics and never scored as zero-reward samples."""
 
 
-ErrorType = Literal["not_found", "bad_arguments", "timeout", "failed", "sandbox_error", "parse_error"]
+ErrorType = Literal["not_found", "bad_arguments", "timeout", "failed", "sandbox_error", "parse_error", "forbidden"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class ToolResult:
     """Text, or a list of OpenAI-style content parts (`{"type": "text", ...}`, `{"type": "image_url", ...}`)."""
     is_error: bool = False
     error_type: str | None = None
-    """One of not_found, bad_arguments, timeout, failed, sandbox_error (see `ErrorType`)."""
+    """One of not_found, bad_arguments, timeout, failed, sandbox_error, forbidden (see `ErrorType`)."""
     metrics: dict[str, float] = field(default_factory=dict)
     elapsed_s: float = 0.0
 

@@ -11,9 +11,10 @@ Malformed markup never raises: the model is told what was wrong in a user messag
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agentrl.chat import ChatRenderer, ParsedTurn, assistant_message, parse_tool_calls
@@ -83,6 +84,10 @@ class ReactScaffold:
     def extract_answer(self, parsed: ParsedTurn) -> str:
         return parsed.content
 
+    def ends_episode(self, calls: Sequence[ToolCall]) -> bool:
+        """Whether these tool calls (just run) end the episode, as a `submit` tool does. Never, by default."""
+        return False
+
     # --- the episode -----------------------------------------------------------------------------------
 
     async def run(
@@ -94,7 +99,10 @@ class ReactScaffold:
         group_id: str,
         trajectory_id: str,
         seed: int | None = None,
+        on_tool_round: Callable[[ForkPoint], Awaitable[None]] | None = None,
     ) -> Trajectory:
+        """One episode. `on_tool_round`, if given, is awaited after every tool round that the policy will see,
+        with a `ForkPoint` from which the episode can be branched (ARPO/AEPO rollouts)."""
         names = self.tool_names(task)
         key = names or ()
         if key not in self._schemas:
@@ -103,13 +111,32 @@ class ReactScaffold:
         messages = self.initial_messages(task)
         prompt_ids = renderer.prompt_ids(messages)
         episode = _Episode(self, task, policy, renderer, messages, prompt_ids, seed)
+        episode.on_tool_round = on_tool_round
+        return await self._play(
+            episode, lambda: _open_session(self, task, tools, names), group_id=group_id, trajectory_id=trajectory_id
+        )
+
+    async def _play(
+        self,
+        episode: _Episode,
+        open_session: Callable[[], Awaitable[ToolSession]],
+        *,
+        group_id: str,
+        trajectory_id: str,
+        parent_id: str | None = None,
+        branch_turn: int | None = None,
+    ) -> Trajectory:
+        """Play `episode` (fresh, or a branch resuming after its parent's tool round) to its end."""
+        task = episode.task
+        episode.group_id, episode.trajectory_id = group_id, trajectory_id
         session: ToolSession | None = None
         try:
-            session = await _open_session(tools, names)
+            session = await open_session()
             reason, answer = await episode.play(session)
+            components = await _finish_episode(self, task, session)
             error = None
         except _EpisodeEnd as end:
-            reason, answer, error = end.reason, None, end.error
+            reason, answer, error, components = end.reason, None, end.error, {}
         finally:
             if session is not None:
                 try:
@@ -120,21 +147,47 @@ class ReactScaffold:
             task_id=task.id,
             group_id=group_id,
             trajectory_id=trajectory_id,
-            prompt_ids=tuple(prompt_ids),
+            prompt_ids=episode.prompt_ids,
             turns=tuple(episode.turns),
             stop_reason=reason,
             messages=tuple(episode.messages),
-            policy_version=getattr(policy, "version", 0),
+            policy_version=episode.policy_version,
             error=error,
             answer=answer,
+            reward_components=components,
+            parent_id=parent_id,
+            branch_turn=branch_turn,
         )
 
+    # --- hooks for scaffolds whose tasks live in the tool session's environment ---------------------------
 
-async def _open_session(tools: ToolBackend, names: Sequence[str] | None) -> ToolSession:
+    async def open_episode(self, task: Task, tools: ToolBackend, names: Sequence[str] | None) -> ToolSession:
+        """The episode's tool session, ready for the first turn. Scaffolds that prepare an environment per task
+        (files in the workspace) override this; both `run` and the native-tool-call transport call it."""
+        return await tools.open_session(names)
+
+    async def finish_episode(self, task: Task, session: ToolSession) -> dict[str, float]:
+        """Measurements of the environment after the last turn, before the session closes (a checker's outcome),
+        kept as the trajectory's reward components for rewards to read. None by default."""
+        return {}
+
+
+async def _open_session(
+    scaffold: ReactScaffold, task: Task, tools: ToolBackend, names: Sequence[str] | None
+) -> ToolSession:
     from agentrl.tool_client import ToolServerError
 
     try:
-        return await tools.open_session(names)
+        return await scaffold.open_episode(task, tools, names)
+    except ToolServerError as e:
+        raise _EpisodeEnd(StopReason.INFRA_ERROR, str(e)) from e
+
+
+async def _finish_episode(scaffold: ReactScaffold, task: Task, session: ToolSession) -> dict[str, float]:
+    from agentrl.tool_client import ToolServerError
+
+    try:
+        return dict(await scaffold.finish_episode(task, session))
     except ToolServerError as e:
         raise _EpisodeEnd(StopReason.INFRA_ERROR, str(e)) from e
 
@@ -146,14 +199,26 @@ class _Episode:
         self.s: ReactScaffold = scaffold
         self.task, self.policy, self.renderer = task, policy, renderer
         self.messages: list[dict[str, Any]] = messages
+        self.prompt_ids = tuple(prompt_ids)
         self.context: list[int] = list(prompt_ids)
         self.turns: list[Turn] = []
         self.seed = seed if seed is not None else zlib.crc32(task.id.encode())
+        self.on_tool_round: Callable[[ForkPoint], Awaitable[None]] | None = None
+        # the weights the episode started with: a rollout carried into the next step keeps its first version
+        self.policy_version = getattr(policy, "version", 0)
+        self.group_id = self.trajectory_id = ""
+
+    def copy(self, seed: int) -> _Episode:
+        """A twin that shares everything so far and samples its own future (a new seed)."""
+        twin = copy.copy(self)
+        twin.messages, twin.context, twin.turns = list(self.messages), list(self.context), list(self.turns)
+        twin.seed = seed
+        return twin
 
     async def play(self, session: ToolSession) -> tuple[StopReason, str | None]:
         cfg = self.s.rollout
         parse_errors = 0
-        for k in range(cfg.max_turns):
+        for k in range(len(self.turns), cfg.max_turns):  # a branch resumes at its first own turn
             budget = min(cfg.max_new_tokens_per_turn, cfg.max_tokens_per_episode - len(self.context))
             if budget <= 0:
                 return StopReason.MAX_TOKENS, None
@@ -206,7 +271,12 @@ class _Episode:
                 {"role": "tool", "tool_call_id": c.id, "name": c.name, "content": self._clip(r.text)}
                 for c, r in zip(parsed.tool_calls, results, strict=False)
             ]
-            self._append(turn, tool_messages, sampled_eos, feed_back=not last)
+            ends = self.s.ends_episode(parsed.tool_calls)
+            self._append(turn, tool_messages, sampled_eos, feed_back=not (last or ends))
+            if ends:
+                return StopReason.ANSWERED, None
+            if self.on_tool_round is not None and not last:
+                await self.on_tool_round(ForkPoint(self, session))
         return StopReason.MAX_TURNS, None
 
     async def _call_tools(self, session: ToolSession, calls: Sequence[ToolCall]) -> list[ToolResult]:
@@ -231,3 +301,41 @@ class _Episode:
         if len(text) <= limit:
             return text
         return text[:limit] + f"\n[... truncated {len(text) - limit} characters]"
+
+
+class ForkPoint:
+    """An episode right after a tool round, before its next policy turn: where ARPO/AEPO branch."""
+
+    def __init__(self, episode: _Episode, session: ToolSession):
+        self._episode, self._session = episode, session
+
+    @property
+    def turns(self) -> tuple[Turn, ...]:
+        return tuple(self._episode.turns)
+
+    @property
+    def trajectory_id(self) -> str:
+        return self._episode.trajectory_id
+
+    async def fork(
+        self, *, trajectory_id: str, seed: int, on_tool_round: Callable[[ForkPoint], Awaitable[None]] | None = None
+    ) -> Awaitable[Trajectory]:
+        """Fork the tool session now, so the branch starts from this moment's tool state, and return the branch's
+        episode (not started): it shares every token so far and samples its own turns from `seed`. Raises
+        `ToolServerError` when the session cannot be forked."""
+        session = await self._session.fork()
+        twin = self._episode.copy(seed)
+        twin.on_tool_round = on_tool_round
+
+        async def ready() -> ToolSession:
+            return session
+
+        parent = self._episode
+        return parent.s._play(
+            twin,
+            ready,
+            group_id=parent.group_id,
+            trajectory_id=trajectory_id,
+            parent_id=parent.trajectory_id,
+            branch_turn=len(twin.turns),
+        )

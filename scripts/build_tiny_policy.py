@@ -158,8 +158,15 @@ def build(
     conversations = [{"messages": d["messages"], "tools": []} for d in demos]
     with tempfile.TemporaryDirectory() as scratch:
         metrics = run_sft(
-            model, tokenizer, conversations, output_dir=scratch,
-            epochs=epochs, lr=lr, batch_size=SFT_BATCH_SIZE, seed=seed, logging_steps=50,
+            model,
+            tokenizer,
+            conversations,
+            output_dir=scratch,
+            epochs=epochs,
+            lr=lr,
+            batch_size=SFT_BATCH_SIZE,
+            seed=seed,
+            logging_steps=50,
         )
     save_policy(model, tokenizer, out_dir)
     size_mb = sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6

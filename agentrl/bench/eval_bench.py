@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,29 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from agentrl.bench.local_server import free_port, start_server
 
 
 def _start_server(model: str, port: int) -> subprocess.Popen:
     command = [sys.executable, "-m", "agentrl.cli", "serve", "--model", model, "--port", str(port), "--device", "cpu"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            if process.poll() is not None:
-                break
-            time.sleep(0.25)
-    process.kill()
-    raise RuntimeError("agentrl serve did not start within 120 s")
+    return start_server(command, port, timeout_s=120)
 
 
 def run_benchmark(
@@ -49,7 +31,7 @@ def run_benchmark(
     from agentrl.config import EvalRunConfig
     from agentrl.eval.runner import evaluate
 
-    port = _free_port()
+    port = free_port()
     server = _start_server(model, port)
     rows = []
     try:

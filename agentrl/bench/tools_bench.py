@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,8 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
+from agentrl.bench.local_server import free_port, start_server
 from agentrl.tool import tool
 from agentrl.tool_client import ToolClient
 from agentrl.types import ToolCall
@@ -158,34 +156,19 @@ async def _forks(client: ToolClient, count: int) -> dict[str, float]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_server(port: int) -> subprocess.Popen:
     specs = ["code", "terminal", "files", f"{__name__}:FreshProcessPython"]
     code = (
         "from agentrl.registry import TOOLSETS; from agentrl.tool_server import serve\n"
         f"serve([TOOLSETS.get(s, s) for s in {specs!r}], port={port}, log_level='warning')"
     )
-    process = subprocess.Popen([sys.executable, "-c", code])
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("the tool server did not start within 30 s")
+    return start_server([sys.executable, "-c", code], port, timeout_s=30)
 
 
 async def run_benchmark(
     sessions: int = 32, seconds: float = 10.0, forks: int = 50, rate_per_s: float = 150.0
 ) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     server = _start_server(port)
     try:
         async with ToolClient(f"http://127.0.0.1:{port}", timeout_s=120.0) as client:

@@ -51,9 +51,12 @@ async def run_chat_episode(
     turns: list[Turn] = []
     usage = [0, 0]
     reason, answer, error = StopReason.MAX_TURNS, None, None
+    components: dict[str, float] = {}
     session = None
     try:
-        session = await tools.open_session(names)
+        # Scaffolds that prepare a per-task environment (ReactScaffold's hooks) open and measure it themselves.
+        opener = getattr(scaffold, "open_episode", None)
+        session = await (opener(task, tools, names) if opener else tools.open_session(names))
         for k in range(rollout.max_turns):
             reply = await policy.chat(
                 messages,
@@ -87,6 +90,8 @@ async def run_chat_episode(
                 )
                 messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
             turns.append(Turn((), (), (), content, tool_calls=tuple(c for c, _ in calls), tool_results=tuple(results)))
+        if (finish := getattr(scaffold, "finish_episode", None)) is not None:
+            components = dict(await finish(task, session))
     except Exception as e:  # the endpoint or the tool server failed: not the model's fault
         reason, answer, error = StopReason.INFRA_ERROR, None, f"{type(e).__name__}: {e}"
     finally:
@@ -105,6 +110,7 @@ async def run_chat_episode(
         messages=tuple(messages),
         error=error,
         answer=answer,
+        reward_components=components if reason is not StopReason.INFRA_ERROR else {},
     )
     return trajectory, usage[0], usage[1]
 
