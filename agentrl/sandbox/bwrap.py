@@ -79,8 +79,13 @@ class BwrapBackend:
             if os.geteuid() == 0:
                 _check_traversable(base.resolve())
             remove_orphaned_roots(base)
-            self._root = Path(tempfile.mkdtemp(prefix=f"{_ROOT_PREFIX}{os.getpid()}-", dir=base))
-            self._root.chmod(0o711)  # sandbox uids must reach their own family directory, and list nothing
+            root = Path(tempfile.mkdtemp(prefix=f"{_ROOT_PREFIX}{os.getpid()}-", dir=base))
+            root.chmod(0o711)  # sandbox uids must reach their own family directory, and list nothing
+            # bwrap binds the worker as the sandbox's uid, which may not reach the installed package (a venv under
+            # a private home or temp directory): a world-readable copy beside the workspaces always works.
+            shutil.copyfile(WORKER_PATH, root / "worker.py")
+            (root / "worker.py").chmod(0o644)
+            self._root = root
         return self._root
 
     async def start_family(
@@ -157,7 +162,8 @@ class BwrapBackend:
         for name in _ETC:
             argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/workspace"]
-        argv += ["--bind", str(family_dir), "/.family", "--ro-bind", str(WORKER_PATH), "/.agentrl/worker.py"]
+        argv += ["--bind", str(family_dir), "/.family"]
+        argv += ["--ro-bind", str(self.root / "worker.py"), "/.agentrl/worker.py"]
         argv += ["--chdir", "/workspace", "--remount-ro", "/"]
         return argv
 

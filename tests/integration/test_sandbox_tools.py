@@ -169,3 +169,38 @@ async def test_idle_sessions_expire_and_admission_refuses_beyond_queue(sandbox_r
         assert "agentrl_tool_sessions_expired_total 4.0" in metrics
         assert 'agentrl_tool_calls_refused_total{toolset="agentrl.tools.code:PythonInterpreter"} 1.0' in metrics
         assert "agentrl_tool_queue_seconds_bucket" in metrics
+
+
+def test_sandboxes_start_when_the_package_lives_in_a_private_directory(tmp_path: Path) -> None:
+    """As root each sandbox runs as a uid of its own, which cannot read a package under a 0700 directory (a venv
+    in /root, a fresh CI clone in mkdtemp): the worker must reach the sandbox some other way."""
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("only a root server hands sandboxes uids of their own")
+    private = Path(tempfile.mkdtemp(prefix="agentrl-private-"))
+    try:
+        private.chmod(0o700)
+        shutil.copytree(Path(__import__("agentrl").__file__).parent, private / "agentrl")
+        code = (
+            "import asyncio\n"
+            "from agentrl.sandbox import SandboxConfig, SandboxProvider\n"
+            "async def main():\n"
+            "    provider = SandboxProvider(SandboxConfig())\n"
+            "    sandbox = await provider.start()\n"
+            "    print((await sandbox.run_python('print(6 * 7)', timeout_s=20)).stdout.strip())\n"
+            "    await provider.close()\n"
+            "asyncio.run(main())\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONPATH": str(private)},
+            cwd=private,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr[-2000:]
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
