@@ -80,6 +80,9 @@ class RolloutConfig:
     """Nucleus sampling threshold for training rollouts."""
     max_concurrent_trajectories: int = 256
     """Trajectories in flight at once."""
+    trajectory_timeout_s: float = 0.0
+    """Wall-clock limit of one trajectory (not branching rollouts); one that runs over is cancelled, its tool
+    session closed, and it counts as an infrastructure failure. 0 = no limit."""
     max_tool_output_chars: int = 2000
     """Tool output longer than this is truncated (with a marker) before it reaches the policy."""
     branching: str = "none"

@@ -83,9 +83,11 @@ async def collect_groups(
     on_done: Callable[[Trajectory], None] | None = None,
     branching: BranchRule | None = None,
     slots: Slots | None = None,
+    timeout_s: float = 0.0,
 ) -> list[TrajectoryGroup]:
     """Run `samples_per_prompt` trajectories of every task; return one group per task, in task order.
-    `slots` (shared by several calls) replaces the bound of `max_concurrent` trajectories in flight."""
+    `slots` (shared by several calls) replaces the bound of `max_concurrent` trajectories in flight; a trajectory
+    still running `timeout_s` after it started (0: no limit) is cancelled and becomes an infrastructure failure."""
     gate = slots if slots is not None else Slots(max_concurrent)
     if branching is not None:
         collector = BranchingCollector(
@@ -97,15 +99,19 @@ async def collect_groups(
         group_id = f"s{step}/{task.id}"
         trajectory_id = f"{group_id}/{sample}"
         async with gate:
+            run = scaffold.run(
+                task,
+                policy,
+                tools,
+                group_id=group_id,
+                trajectory_id=trajectory_id,
+                seed=trajectory_seed(seed, step, task.id, sample),
+            )
             try:
-                trajectory = await scaffold.run(
-                    task,
-                    policy,
-                    tools,
-                    group_id=group_id,
-                    trajectory_id=trajectory_id,
-                    seed=trajectory_seed(seed, step, task.id, sample),
-                )
+                trajectory = await (asyncio.wait_for(run, timeout_s) if timeout_s > 0 else run)
+            except TimeoutError:
+                error = TimeoutError(f"the trajectory ran past rollout.trajectory_timeout_s={timeout_s:g}")
+                trajectory = infra_failure(task, group_id, trajectory_id, error, policy)
             except Exception as e:  # a scaffold crash is an infrastructure failure of this trajectory only
                 trajectory = infra_failure(task, group_id, trajectory_id, e, policy)
         if on_done is not None:

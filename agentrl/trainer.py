@@ -153,6 +153,7 @@ class Trainer:
                 seed=cfg.seed,
                 max_concurrent=cfg.rollout.max_concurrent_trajectories,
                 branching=cfg.rollout.branch_rule,
+                timeout_s=cfg.rollout.trajectory_timeout_s,
             )
         )
         seconds = time.monotonic() - t0

@@ -34,6 +34,13 @@ from typing import Any
 ARMS = {
     "grpo": ["rewards=exact_match", "trainer.credit=trajectory", "trainer.advantage=grpo"],
     "igpo": ["rewards=exact_match,info_gain", "trainer.credit=igpo"],
+    # GRPO whose rollouts branch where the policy is uncertain (same trajectories per task: forks count)
+    "aepo_branch": [
+        "rewards=exact_match",
+        "trainer.credit=trajectory",
+        "trainer.advantage=grpo",
+        "rollout.branching=aepo",
+    ],
 }
 EVAL_KEY = "eval/success"
 
@@ -173,7 +180,7 @@ def plot(runs: dict[str, dict[int, dict[str, Any]]], table: dict[str, Any], out_
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize="small", frameon=False)
     seeds = sorted({s for r in runs.values() for s in r})
-    figure.suptitle(f"search scaffold: GRPO vs IGPO + information gain (seeds {', '.join(map(str, seeds))})")
+    figure.suptitle(f"search scaffold: {' vs '.join(runs)} (seeds {', '.join(map(str, seeds))})")
     out_path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out_path, dpi=120)
     return out_path
