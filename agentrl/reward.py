@@ -192,7 +192,9 @@ def _cost_counters(r: Reward, policy: Any) -> dict[str, float]:
     if dataclasses.is_dataclass(stats) and not isinstance(stats, type):
         for k, v in dataclasses.asdict(stats).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                out[k] = float(v)
+                # a reward's own `seconds` sums its requests' latencies (concurrent ones overlap): kept apart from
+                # the phase's wall time, `reward_cost/<name>/seconds`
+                out["busy_seconds" if k == "seconds" else k] = float(v)
     return out
 
 

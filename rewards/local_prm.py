@@ -138,12 +138,13 @@ class LocalPRM:
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
             import torch
-            from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+            from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
             from agentrl.policy import resolve_model_path
+            from agentrl.policy.loading import load_tokenizer
 
             path = resolve_model_path(self.model_path)
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = load_tokenizer(path)  # keeps tokenizer.json's pre-tokenizer, as the policy's loader does
             tokenizer.padding_side = "right"
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token

@@ -84,3 +84,32 @@ def test_score_is_score_batch_of_one():
     one = asyncio.run(stack.score(TASK, rollout("a")))
     (batched,), _ = asyncio.run(stack.score_batch([(TASK, rollout("a"))]))
     assert one == batched and one.reward == 2.0 and one.reward_components == {"slow_outcome": 1.0}
+
+
+@dataclass
+class JudgeStats:
+    requests: int = 0
+    seconds: float = 0.0
+
+
+class ConcurrentJudge:
+    """A reward object whose `stats.seconds` sums request latencies, as a judge running requests in parallel does."""
+
+    def __init__(self) -> None:
+        self.stats = JudgeStats()
+
+    async def score(self, answer):
+        self.stats.requests += 1
+        self.stats.seconds += 5.0  # as if each of its overlapping requests took 5 s
+        return 1.0
+
+    def as_reward(self):
+        return reward(self.score, name="judge")
+
+
+def test_a_rewards_own_seconds_counter_does_not_replace_the_phase_wall_time() -> None:
+    judge = ConcurrentJudge()
+    stack = RewardStack([(judge, 1.0)])
+    _, costs = asyncio.run(stack.score_batch([(TASK, rollout(f"r{i}")) for i in range(4)]))
+    assert costs["reward_cost/judge/busy_seconds"] == 20.0 and costs["reward_cost/judge/requests"] == 4.0
+    assert costs["reward_cost/judge/seconds"] < 1.0
