@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 
@@ -38,6 +40,14 @@ def kill_tree(pid: int) -> None:
         _signal(os.killpg, group)
     for p in pids:
         _signal(os.kill, p)
+
+
+async def wait_gone(pids: list[int], timeout_s: float = 2.0) -> None:
+    """Wait (at most `timeout_s`) until none of `pids` is alive: a SIGKILL is delivered asynchronously, and on a
+    loaded machine a killed process can still be running for a few milliseconds after `kill` returns."""
+    deadline = time.monotonic() + timeout_s
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
 
 
 def alive(pid: int) -> bool:

@@ -168,13 +168,14 @@ class SweScaffold(ReactScaffold):
         group_id: str,
         trajectory_id: str,
         seed: int | None = None,
+        **episode_options: Any,
     ) -> Trajectory:
         box: dict[str, str] = {}
         # finish_episode runs inside this call, in this task's context: it leaves the submission here.
         token = _SUBMISSION.set(box)
         try:
             trajectory = await super().run(
-                task, policy, tools, group_id=group_id, trajectory_id=trajectory_id, seed=seed
+                task, policy, tools, group_id=group_id, trajectory_id=trajectory_id, seed=seed, **episode_options
             )
         finally:
             _SUBMISSION.reset(token)
