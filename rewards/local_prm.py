@@ -16,13 +16,13 @@ rather than adding them to the objective, which PROF found open to reward hackin
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentrl.rewards.judge_prm import render_action, render_next_state
 
+from agentrl.microbatch import Microbatcher
 from agentrl.reward import Reward
 from agentrl.types import Task, Trajectory, Turn
 
@@ -71,8 +71,7 @@ class LocalPRM:
         self.stats = PRMStats()
         self._model: Any = None
         self._tokenizer: Any = None
-        self._pending: list[tuple[list[str], asyncio.Future]] = []
-        self._drain: asyncio.Task | None = None
+        self._batches = Microbatcher(self.score_texts, self.batch_wait_s)
 
     def as_reward(self) -> Reward:
         return Reward(fn=self.turn_values, name=self.name, level="turns", inputs=("task", "trajectory"))
@@ -84,31 +83,8 @@ class LocalPRM:
     async def turn_values(self, task: Task, trajectory: Trajectory) -> list[float] | None:
         if not trajectory.turns:
             return None
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._pending.append(([self.prompt(task, turn) for turn in trajectory.turns], future))
-        if self._drain is None or self._drain.done() or self._drain.get_loop() is not loop:
-            self._drain = loop.create_task(self._score_pending())
-        return await future
-
-    async def _score_pending(self) -> None:
-        """Score every queued trajectory together: concurrently scored trajectories share forward passes."""
-        await asyncio.sleep(self.batch_wait_s)  # let the other trajectories of this scoring round queue up
-        while self._pending:
-            pending, self._pending = self._pending, []
-            texts = [text for prompts, _ in pending for text in prompts]
-            try:
-                scores = await asyncio.to_thread(self.score_texts, texts)
-            except Exception as e:  # a failed batch fails its callers, not the later ones
-                for _, future in pending:
-                    if not future.done():
-                        future.set_exception(e)
-                continue
-            start = 0
-            for prompts, future in pending:
-                if not future.done():
-                    future.set_result(scores[start : start + len(prompts)])
-                start += len(prompts)
+        # concurrently scored trajectories share forward passes
+        return await self._batches.submit([self.prompt(task, turn) for turn in trajectory.turns])
 
     def score_texts(self, texts: list[str]) -> list[float]:
         """P(correct) for each text, batched."""

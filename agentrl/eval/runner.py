@@ -25,8 +25,8 @@ from agentrl.config import EvalRunConfig, PolicyConfig, RolloutConfig
 from agentrl.eval.results import EvalRecord, ResultsStore, token_counts
 from agentrl.eval.summary import summarize, table, write_summary
 from agentrl.protocols import SamplingParams
-from agentrl.rollout import trajectory_seed
-from agentrl.types import StopReason, Task, Trajectory
+from agentrl.rollout import infra_failure, trajectory_seed
+from agentrl.types import Task, Trajectory
 
 NATIVE_MAX_NEW_TOKENS = 1024
 
@@ -213,16 +213,7 @@ async def _episode(
         )
         return trajectory, token_counts(trajectory)
     except Exception as e:  # a scaffold crash is an infrastructure failure of this episode only
-        failed = Trajectory(
-            task_id=task.id,
-            group_id=group_id,
-            trajectory_id=trajectory_id,
-            prompt_ids=(),
-            turns=(),
-            stop_reason=StopReason.INFRA_ERROR,
-            error=f"{type(e).__name__}: {e}",
-        )
-        return failed, (0, 0)
+        return infra_failure(task, group_id, trajectory_id, e, policy), (0, 0)
 
 
 def run_eval(config: EvalRunConfig) -> EvalOutcome:

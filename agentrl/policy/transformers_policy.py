@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.microbatch import Microbatcher
 from agentrl.policy.sampler import DecodeBatch, RowResult
 from agentrl.protocols import SamplingParams
 from agentrl.types import Completion
@@ -113,8 +114,7 @@ class TransformersPolicy:
         self._pad = pad if pad is not None else next(iter(self._eos))
         self._seed_counter = 0
         self.score_stats = ScoreStats()
-        self._score_pending: list[tuple[list[tuple[list[int], list[int]]], asyncio.Future]] = []
-        self._score_task: asyncio.Task | None = None
+        self._scores = Microbatcher(self._score_rows, self.batch_wait_s)
 
     async def score_continuations(
         self, prefixes: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]
@@ -125,30 +125,7 @@ class TransformersPolicy:
         """
         if len(prefixes) != len(continuations):
             raise ValueError("need one continuation per prefix")
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._score_pending.append(([(list(p), list(c)) for p, c in zip(prefixes, continuations, strict=True)], future))
-        if self._score_task is None or self._score_task.done() or self._score_task.get_loop() is not loop:
-            self._score_task = loop.create_task(self._drain_scores())
-        return await future
-
-    async def _drain_scores(self) -> None:
-        await asyncio.sleep(self.batch_wait_s)
-        while self._score_pending:
-            pending, self._score_pending = self._score_pending, []
-            rows = [row for request, _ in pending for row in request]
-            try:
-                scored = await asyncio.to_thread(self._score_rows, rows)
-            except Exception as e:  # a failed batch fails its requests, not later ones
-                for _, future in pending:
-                    if not future.done():
-                        future.set_exception(e)
-                continue
-            start = 0
-            for request, future in pending:
-                if not future.done():
-                    future.set_result(scored[start : start + len(request)])
-                start += len(request)
+        return await self._scores.submit([(list(p), list(c)) for p, c in zip(prefixes, continuations, strict=True)])
 
     def _score_rows(self, rows: list[tuple[list[int], list[int]]]) -> list[list[float]]:
         started = time.perf_counter()

@@ -32,7 +32,7 @@ from typing import Any
 
 from agentrl.sandbox.bwrap import BwrapBackend, Family
 from agentrl.sandbox.channel import ChannelClosed, WorkerChannel
-from agentrl.sandbox.processes import descendants, kill_tree, wait_gone
+from agentrl.sandbox.processes import kill_tree, wait_gone
 from agentrl.sandbox.result import ExecResult, SandboxError
 from agentrl.tool import ToolError
 
@@ -185,9 +185,7 @@ class LocalSandbox:
             self._channel.close()
             self._channel = None
         if self.pid is not None:
-            doomed = descendants(self.pid)
-            kill_tree(self.pid)
-            await wait_gone(doomed)
+            await wait_gone(kill_tree(self.pid))
             self.pid = None
         if self._family is None or self._name is None:
             return

@@ -26,8 +26,8 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL `pid`, its descendants and every process group they lead or belong to."""
+def kill_tree(pid: int) -> list[int]:
+    """SIGKILL `pid`, its descendants and every process group they lead or belong to; returns the pids killed."""
     pids = descendants(pid)
     groups = set()
     for p in pids:
@@ -40,6 +40,7 @@ def kill_tree(pid: int) -> None:
         _signal(os.killpg, group)
     for p in pids:
         _signal(os.kill, p)
+    return pids
 
 
 async def wait_gone(pids: list[int], timeout_s: float = 2.0) -> None:
