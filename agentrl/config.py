@@ -8,23 +8,27 @@ properties, checked once in `__post_init__`.
 
 from __future__ import annotations
 
-import ast
-import dataclasses
-import functools
-import inspect
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
+from agentrl.config_io import ConfigError, dump_toml, field_docs, from_dict, load_dataclass, to_dict
 from agentrl.tool_server_config import ToolServerConfig
 
-
-class ConfigError(ValueError):
-    """A configuration value is unknown, of the wrong type, or inconsistent."""
+__all__ = [
+    "ConfigError",
+    "EvalConfig",
+    "EvalRunConfig",
+    "PolicyConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "TrainerConfig",
+    "dump_toml",
+    "field_docs",
+    "from_dict",
+    "load_config",
+    "to_dict",
+]
 
 
 @dataclass(frozen=True)
@@ -340,152 +344,6 @@ class RunConfig:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (), cls: type = RunConfig):
-    """Build a config from its defaults, an optional TOML file and `key.sub=value` overrides."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ConfigError(f"override {item!r} is not of the form key=value")
-        _set_dotted(data, key.strip(), _parse_value(raw.strip()))
-    return from_dict(cls, data)
-
-
-def from_dict(cls: type, data: dict[str, Any], prefix: str = ""):
-    """Instantiate dataclass `cls` from nested plain data, with type checks and clear errors."""
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(data) - names
-    if unknown:
-        key = sorted(unknown)[0]
-        raise ConfigError(f"unknown config key {prefix + key!r}; known: {', '.join(sorted(names))}")
-    kwargs = {}
-    for name, value in data.items():
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{prefix + name} is a section; set its fields, e.g. {prefix + name}.<field>=…")
-            kwargs[name] = from_dict(hint, value, prefix=f"{prefix}{name}.")
-        else:
-            kwargs[name] = _coerce(value, hint, prefix + name)
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:  # missing fields, or a __post_init__ check
-        raise ConfigError(str(e)) from e
-
-
-def to_dict(config: Any) -> dict[str, Any]:
-    """Plain nested data (TOML-writable: None values are omitted)."""
-    out = {}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            out[f.name] = to_dict(value)
-        elif value is not None:
-            out[f.name] = list(value) if isinstance(value, tuple) else value
-    return out
-
-
-def dump_toml(config: Any) -> str:
-    """Serialise a config to TOML (flat scalars first, then one table per section, nested ones dotted)."""
-    return "\n".join(_toml_lines(to_dict(config), "")) + "\n"
-
-
-def _toml_lines(data: dict[str, Any], table: str) -> list[str]:
-    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
-    for section, values in data.items():
-        if isinstance(values, dict):
-            name = f"{table}.{section}" if table else section
-            lines += ["", f"[{name}]", *_toml_lines(values, name)]
-    return lines
-
-
-def field_docs(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted name, default, help) for every leaf field, help taken from the attribute docstrings."""
-    docs = _attribute_docstrings(cls)
-    rows = []
-    for f in dataclasses.fields(cls):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        if dataclasses.is_dataclass(default):
-            rows += field_docs(type(default), prefix=f"{prefix}{f.name}.")
-        else:
-            rows.append((prefix + f.name, repr(default), docs.get(f.name, "")))
-    return rows
-
-
-@functools.cache
-def _attribute_docstrings(cls: type) -> dict[str, str]:
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs = {}
-    for node, nxt in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
-                docs[node.target.id] = " ".join(nxt.value.value.split())
-    return docs
-
-
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    for part in parts[:-1]:
-        data = data.setdefault(part, {})
-        if not isinstance(data, dict):
-            raise ConfigError(f"cannot set {key!r}: {part!r} is not a section")
-    data[parts[-1]] = value
-
-
-def _parse_value(raw: str) -> Any:
-    """Parse an override value as TOML when possible (numbers, booleans, lists), else as a bare string."""
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        if raw.lower() in ("none", "null"):
-            return None
-        return raw
-
-
-def _coerce(value: Any, hint: Any, name: str) -> Any:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(value, arg, name)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(errors[0])
-    if origin is tuple:
-        if isinstance(value, str):  # `a,b` or `[a,b]` (bare words are not TOML) on the command line
-            if value.startswith("[") and value.endswith("]"):
-                value = value[1:-1]
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{name} expects a list, got {value!r}")
-        item_type = args[0] if args else Any
-        return tuple(_coerce(v, item_type, name) for v in value)
-    if hint is Any:
-        return value
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is bool and isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if hint in (int, float, bool, str) and not (
-        isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
-    ):
-        raise ConfigError(f"{name} expects {hint.__name__}, got {value!r}")
-    return value
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """Build a config (a `RunConfig` unless `cls` says otherwise) from its defaults, an optional TOML file and
+    `key.sub=value` overrides."""
+    return load_dataclass(cls, path, overrides)
