@@ -1,8 +1,10 @@
 """Resumable checkpoints in the run directory.
 
 `checkpoints/step_000010/` holds `weights.safetensors` (every trainable parameter: the whole model, or only the
-LoRA adapters), `learner.pt` (optimizer state and RNG states), `trainer_state.json` (step counters), and
-`policy/` (a `save_pretrained` export that `agentrl eval --model` and `agentrl serve --model` load directly).
+LoRA adapters), `learner.pt` (optimizer state and RNG states), `trainer_state.json` (step counters),
+`carried_groups.json` (the partial-rollout groups carried into the next step, as tasks to re-issue: see
+`agentrl/partial_rollouts.py`), and `policy/` (a `save_pretrained` export that `agentrl eval --model` and
+`agentrl serve --model` load directly).
 A checkpoint is written to a temporary directory and renamed into place, so a run killed mid-save never leaves a
 half-written checkpoint that `--resume` would pick up.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,13 +33,25 @@ class TrainerState:
     policy_version: int
 
 
+CARRIED_FILE = "carried_groups.json"
+
+
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return run_dir / "checkpoints" / f"step_{step:06d}"
 
 
 def save_checkpoint(
-    run_dir: Path, state: TrainerState, model: Any, tokenizer: Any, learner: Any, *, keep: int = 2
+    run_dir: Path,
+    state: TrainerState,
+    model: Any,
+    tokenizer: Any,
+    learner: Any,
+    *,
+    keep: int = 2,
+    carried: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
+    """Write the checkpoint of `state.step`; `carried` is `PartialRollouts.carry_state()` (empty without partial
+    rollouts). Only the newest `keep` checkpoints are kept."""
     from safetensors.torch import save_file
 
     final = checkpoint_dir(run_dir, state.step)
@@ -50,6 +65,7 @@ def save_checkpoint(
         tmp / "learner.pt",
     )
     (tmp / "trainer_state.json").write_text(json.dumps(state.__dict__, indent=2))
+    (tmp / CARRIED_FILE).write_text(json.dumps([dict(entry) for entry in carried], indent=2))
     model.save_pretrained(tmp / "policy")
     tokenizer.save_pretrained(tmp / "policy")
     shutil.rmtree(final, ignore_errors=True)
@@ -82,6 +98,13 @@ def load_checkpoint(path: Path, model: Any, learner: Any) -> TrainerState:
     torch.set_rng_state(blob["torch_rng"])
     random.setstate(blob["python_rng"])
     return TrainerState(**json.loads((path / "trainer_state.json").read_text()))
+
+
+def load_carried(path: Path) -> list[dict[str, Any]]:
+    """The carried partial-rollout groups of the checkpoint at `path` (none in one written before they were
+    saved)."""
+    file = path / CARRIED_FILE
+    return json.loads(file.read_text()) if file.exists() else []
 
 
 def _prune(root: Path, keep: int) -> None:

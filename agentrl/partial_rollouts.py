@@ -12,18 +12,31 @@ and each trajectory keeps the policy version it started with. A group started mo
 Deviation from APRIL (Zhou et al. 2025, slime `sglang_example.py`): there, in-flight requests are aborted and
 resumed from `prompt + partial response` with a reduced token budget; here the turn in flight finishes and the
 episode resumes at its next turn boundary, so no turn mixes two policies' tokens.
+
+Resume. In-flight trajectories cannot outlive their process (their tool sessions, sandboxes and sampler requests
+die with it), so a checkpoint stores what can be carried: for each carried group its task id, the step that
+started it and its policy version (`carry_state`, saved next to the weights by `agentrl/checkpoint.py`). A
+resumed run re-issues those tasks before drawing new ones (`restore`): each group restarts from its prompt under
+its original step, so its group and trajectory ids and sampling seeds are those the lost group had, with the
+current weights and policy version (its earlier turns are gone, so it is on-policy again). The staleness bound
+is applied to the stored version at the first step, exactly as the uninterrupted run would have dropped it, so
+the resumed run schedules the same tasks and draws the same number of new ones. Groups that were complete but
+beyond the step's quota are re-run too: their trajectories are not checkpointed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.branching import BranchRule
 from agentrl.rollout import Slots, collect_groups
-from agentrl.types import Completion, Task, TrajectoryGroup
+from agentrl.types import Completion, Task, Trajectory, TrajectoryGroup
+
+logger = logging.getLogger(__name__)
 
 
 class PolicyGate:
@@ -57,11 +70,21 @@ class PolicyGate:
 
 
 @dataclass
-class _GroupJob:
+class _Carried:
+    """A carried group as a checkpoint keeps it: no trajectories, only what it takes to issue it again."""
+
     task: Task
     step: int
+    """The step that started the group (its ids and seeds)."""
     version: int
-    future: asyncio.Future
+    """The policy version its trajectories started under."""
+
+
+@dataclass
+class _GroupJob(_Carried):
+    future: asyncio.Future = field(init=False)
+    finished: int = 0
+    """Its trajectories that have ended so far."""
 
 
 @dataclass
@@ -76,6 +99,8 @@ class PartialStats:
     """Returned trajectories started under older weights."""
     unfinished_groups: int = 0
     """Groups carried into the next step."""
+    restarted_groups: int = 0
+    """Groups carried at the checkpoint this run resumed from, started again from their tasks."""
 
 
 class PartialRollouts:
@@ -105,19 +130,29 @@ class PartialRollouts:
         self.max_concurrent = max_concurrent
         self._slots: Slots | None = None
         self.carried: list[_GroupJob] = []
+        self.restored: list[_Carried] = []
+        """Carried groups read from a checkpoint, re-issued (if not stale) at the next `collect`."""
         self.stats = PartialStats()
+        self.progress: Any = None
 
-    async def collect(self, step: int, new_tasks: Callable[[int], Sequence[Task]]) -> list[TrajectoryGroup]:
+    async def collect(
+        self, step: int, new_tasks: Callable[[int], Sequence[Task]], *, progress: Any = None
+    ) -> list[TrajectoryGroup]:
         """Return `groups_per_step` complete groups (carried ones first when complete); `new_tasks(n)` gives n
-        fresh tasks to top the pool up with."""
+        fresh tasks to top the pool up with. `progress` (see `collect_groups`) is told how many trajectories of
+        the pool have yet to end, then of each one as it ends."""
         if self._slots is None:
             self._slots = Slots(self.max_concurrent)
         version = self.gate.version
         self.stats = PartialStats()
+        self.progress = progress
         jobs = await self._drop_stale(version)
-        jobs += [
-            self._start(task, step, version) for task in new_tasks(self.groups_per_step + self.extra_groups - len(jobs))
-        ]
+        jobs += self._reissue(version)
+        wanted = max(0, self.groups_per_step + self.extra_groups - len(jobs))
+        jobs += [self._start(task, step, version) for task in new_tasks(wanted)]
+        if progress is not None:
+            slots = self._slots
+            progress.expect(sum(self._group_size - job.finished for job in jobs), in_flight=lambda: slots.live)
         self.gate.open.set()
         ready = [job for job in jobs if job.future.done()]
         pending = {job.future: job for job in jobs if not job.future.done()}
@@ -133,6 +168,24 @@ class PartialRollouts:
         self.stats.off_policy_trajectories = sum(t.policy_version < version for g in groups for t in g.trajectories)
         return groups
 
+    def carry_state(self) -> list[dict[str, Any]]:
+        """The carried groups as checkpoint data (see the module docstring): task id, start step, policy version."""
+        return [
+            {"task_id": job.task.id, "step": job.step, "policy_version": job.version}
+            for job in [*self.carried, *self.restored]
+        ]
+
+    def restore(self, carried: Sequence[Mapping[str, Any]], tasks: Mapping[str, Task]) -> None:
+        """Queue the carried groups of a checkpoint (`carry_state`) to be re-issued first at the next `collect`;
+        `tasks` maps task ids to the run's tasks. An id the run no longer has is logged and skipped."""
+        self.restored = []
+        for entry in carried:
+            task = tasks.get(entry["task_id"])
+            if task is None:
+                logger.warning("carried task %r is not among this run's tasks: not re-issued", entry["task_id"])
+                continue
+            self.restored.append(_Carried(task, int(entry["step"]), int(entry["policy_version"])))
+
     async def aclose(self) -> None:
         """Drop every carried group (their sessions close)."""
         self.gate.open.set()
@@ -141,7 +194,18 @@ class PartialRollouts:
         await asyncio.gather(*(job.future for job in self.carried), return_exceptions=True)
         self.carried = []
 
+    @property
+    def _group_size(self) -> int:
+        return self.branching.rollouts_per_task if self.branching is not None else self.samples_per_prompt
+
     def _start(self, task: Task, step: int, version: int) -> _GroupJob:
+        job = _GroupJob(task, step, version)
+
+        def finished(trajectory: Trajectory) -> None:
+            job.finished += 1
+            if self.progress is not None:
+                self.progress.done(trajectory)
+
         coro = collect_groups(
             self.scaffold,
             [task],
@@ -152,8 +216,18 @@ class PartialRollouts:
             seed=self.seed,
             branching=self.branching,
             slots=self._slots,
+            on_done=finished,
         )
-        return _GroupJob(task, step, version, asyncio.ensure_future(coro))
+        job.future = asyncio.ensure_future(coro)
+        return job
+
+    def _reissue(self, version: int) -> list[_GroupJob]:
+        """Start the groups restored from a checkpoint that the staleness bound keeps (module docstring)."""
+        keep = [group for group in self.restored if version - group.version <= self.max_staleness_steps]
+        self.stats.dropped_stale_groups += len(self.restored) - len(keep)
+        self.stats.restarted_groups = len(keep)
+        self.restored = []
+        return [self._start(group.task, group.step, version) for group in keep]
 
     async def _drop_stale(self, version: int) -> list[_GroupJob]:
         keep, stale = [], []

@@ -9,11 +9,16 @@ tokens per second and held-out success. When the bar is disabled, or stdout is n
 pipes, where a redrawn bar turns into noise), each step prints one line instead:
 
     step 3/60 reward 0.41 success 0.41 tools 1.6 tok/s 2311 eval 0.52
+
+While a step's rollouts run, the bar has a second row, `rollouts 37/64 failed 1 running 12`, fed by the rollout
+engine itself: `progress.rollouts` is a `RolloutProgress` that the engine tells how many trajectories it
+schedules (`expect`) and hands each trajectory once as it ends (`done`; failures and timeouts included). Without
+a live bar the counts are kept but nothing is printed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +35,57 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
 EVAL_KEY = "eval/success"
 
 
+class RolloutProgress:
+    """One step's trajectories as the rollout engine reports them; `with rollouts:` around a step's collection
+    starts from zero. `listener` is called after every change (the live bar redraws from it)."""
+
+    def __init__(self, listener: Callable[[RolloutProgress], None] | None = None) -> None:
+        self.listener = listener
+        self.active = False
+        self.total = self.finished = self.failed = 0
+        self.running: Callable[[], int] | None = None
+        """Trajectories in flight now, when the engine offers a count (its slots)."""
+
+    def __enter__(self) -> Self:
+        self.total = self.finished = self.failed = 0
+        self.running = None
+        self.active = True
+        self._changed()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.active = False
+        self._changed()
+
+    def expect(self, trajectories: int, in_flight: Callable[[], int] | None = None) -> None:
+        """The engine scheduled this many more trajectories; `in_flight` counts those it is running now."""
+        self.total += trajectories
+        if in_flight is not None:
+            self.running = in_flight
+        self._changed()
+
+    def done(self, trajectory: Any) -> None:
+        """One trajectory ended (answered, cut off, failed or timed out); the engine calls this once per trajectory."""
+        self.finished += 1
+        self.failed += bool(getattr(trajectory, "is_infra_failure", False))
+        self._changed()
+
+    def describe(self) -> str:
+        """`failed 1 running 12`: what the bar's columns do not already show (`str()` gives the same, so the bar,
+        which formats this object at every refresh, shows the running count as it is then)."""
+        parts = [f"failed {self.failed}"] if self.failed else []
+        if self.running is not None:
+            parts.append(f"running {self.running()}")
+        return " ".join(parts)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def _changed(self) -> None:
+        if self.listener is not None:
+            self.listener(self)
+
+
 class TrainProgress:
     """Context manager reporting training progress; see the module docstring for the two display modes."""
 
@@ -43,6 +99,9 @@ class TrainProgress:
         self._console = console
         self._progress: Any = None
         self._task: Any = None
+        self._rollout_task: Any = None
+        self.rollouts = RolloutProgress(self._show_rollouts)
+        """Handed to the rollout engine during each step's collection."""
 
     @property
     def live(self) -> bool:
@@ -91,6 +150,18 @@ class TrainProgress:
             parts.append(f"eval {self.eval_success:.2f}")
         return " ".join(parts)
 
+    def _show_rollouts(self, rollouts: RolloutProgress) -> None:
+        if self._progress is None:
+            return
+        if not rollouts.active:
+            if self._rollout_task is not None:
+                self._progress.remove_task(self._rollout_task)
+                self._rollout_task = None
+            return
+        if self._rollout_task is None:
+            self._rollout_task = self._progress.add_task("rollouts", total=None, stats=rollouts)
+        self._progress.update(self._rollout_task, total=rollouts.total or None, completed=rollouts.finished)
+
     def _start_bar(self, console: Any) -> None:
         from rich.progress import (
             BarColumn,
@@ -102,7 +173,7 @@ class TrainProgress:
         )
 
         self._progress = Progress(
-            TextColumn("[bold]train"),
+            TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),

@@ -2,8 +2,9 @@
 
 No trajectory waits for another at turn boundaries: each one alternates policy calls and tool calls on its own,
 and the policy backend batches whatever generation requests are live (continuous batching). A semaphore bounds
-the trajectories in flight. A trajectory that raises is recorded as an infrastructure failure of its group,
-never dropped silently and never scored as a zero reward.
+the trajectories in flight. A trajectory that raises, or runs past `rollout.trajectory_timeout_s`, is recorded
+as an infrastructure failure of its group, never dropped silently and never scored as a zero reward. Each
+finished trajectory is reported once to `on_done` and to the `progress` hook (`agentrl/progress.py`).
 
 With a `BranchRule` (ARPO/AEPO, `agentrl/branching.py`) a task's k trajectories are m rollouts started from
 the prompt plus forks: after each tool round a rollout may fork up to b − 1 times, with the probability the rule
@@ -16,6 +17,7 @@ own, and AEPO's consecutive-branch counter advances with the task's tool rounds 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
@@ -70,6 +72,23 @@ def infra_failure(
     )
 
 
+async def play_one(
+    episode: Awaitable[Trajectory], timeout_s: float, fail: Callable[[BaseException], Trajectory]
+) -> Trajectory:
+    """Await one episode with at most `timeout_s` seconds (0: no limit); a crash or an overrun becomes
+    `fail(error)`, an infrastructure failure of this trajectory only. The episode runs in the caller's task, so
+    the cancellation that ends an overrun unwinds it there and its tool session is closed before this returns."""
+    try:
+        async with asyncio.timeout(timeout_s if timeout_s > 0 else None) as limit:
+            return await episode
+    except TimeoutError as e:
+        if limit.expired():
+            return fail(TimeoutError(f"the trajectory ran past rollout.trajectory_timeout_s={timeout_s:g}"))
+        return fail(e)
+    except Exception as e:  # a scaffold crash is an infrastructure failure of this trajectory only
+        return fail(e)
+
+
 async def collect_groups(
     scaffold: Any,
     tasks: Sequence[Task],
@@ -84,14 +103,28 @@ async def collect_groups(
     branching: BranchRule | None = None,
     slots: Slots | None = None,
     timeout_s: float = 0.0,
+    progress: Any = None,
 ) -> list[TrajectoryGroup]:
     """Run `samples_per_prompt` trajectories of every task; return one group per task, in task order.
     `slots` (shared by several calls) replaces the bound of `max_concurrent` trajectories in flight; a trajectory
-    still running `timeout_s` after it started (0: no limit) is cancelled and becomes an infrastructure failure."""
+    (each rollout and each fork, on its own clock from when it gets a slot) still running `timeout_s` after it
+    started (0: no limit) is cancelled and becomes an infrastructure failure. `progress` (an object with
+    `expect(n, in_flight=...)` and `done(trajectory)`, such as `agentrl.progress.RolloutProgress`) is told how many
+    trajectories there will be, then of each one once as it ends."""
     gate = slots if slots is not None else Slots(max_concurrent)
+
+    def report(trajectory: Trajectory) -> None:
+        if on_done is not None:
+            on_done(trajectory)
+        if progress is not None:
+            progress.done(trajectory)
+
+    if progress is not None:
+        per_task = branching.rollouts_per_task if branching is not None else samples_per_prompt
+        progress.expect(len(tasks) * per_task, in_flight=lambda: gate.live)
     if branching is not None:
         collector = BranchingCollector(
-            scaffold, policy, tools, branching, step=step, seed=seed, gate=gate, on_done=on_done
+            scaffold, policy, tools, branching, step=step, seed=seed, gate=gate, on_done=report, timeout_s=timeout_s
         )
         return list(await asyncio.gather(*(collector.group(task) for task in tasks)))
 
@@ -107,15 +140,10 @@ async def collect_groups(
                 trajectory_id=trajectory_id,
                 seed=trajectory_seed(seed, step, task.id, sample),
             )
-            try:
-                trajectory = await (asyncio.wait_for(run, timeout_s) if timeout_s > 0 else run)
-            except TimeoutError:
-                error = TimeoutError(f"the trajectory ran past rollout.trajectory_timeout_s={timeout_s:g}")
-                trajectory = infra_failure(task, group_id, trajectory_id, error, policy)
-            except Exception as e:  # a scaffold crash is an infrastructure failure of this trajectory only
-                trajectory = infra_failure(task, group_id, trajectory_id, e, policy)
-        if on_done is not None:
-            on_done(trajectory)
+            trajectory = await play_one(
+                run, timeout_s, lambda e: infra_failure(task, group_id, trajectory_id, e, policy)
+            )
+        report(trajectory)
         return trajectory
 
     jobs = [[asyncio.ensure_future(one(task, i)) for i in range(samples_per_prompt)] for task in tasks]
@@ -131,7 +159,16 @@ async def collect_groups(
 
 class BranchingCollector:
     """ARPO/AEPO rollouts of one batch. Every entropy baseline and counter lives in `self.state`, which a new
-    collector starts empty (the per-batch reset)."""
+    collector starts empty (the per-batch reset).
+
+    Timeouts and cancellation. Every rollout, root or fork, is a trajectory on its own `timeout_s` clock from
+    when it gets a slot (as in the plain path: time spent waiting for a slot is not its own); an overrun is an
+    infrastructure failure of that rollout alone, and its branches go on, each in its own forked session. A
+    fork under way when its parent is cancelled is completed and its branch launched before the cancellation
+    proceeds, so every slot reserved in the task's budget ends as a trajectory and every forked session has an
+    episode that closes it. An abandoned group (its task cancelled) cancels its rollouts and waits until they
+    have unwound; a branch that never got a slot is started and cancelled at once, which closes its session.
+    """
 
     def __init__(
         self,
@@ -144,9 +181,10 @@ class BranchingCollector:
         seed: int,
         gate: Any,
         on_done: Callable[[Trajectory], None] | None = None,
+        timeout_s: float = 0.0,
     ) -> None:
         self.scaffold, self.policy, self.tools, self.rule = scaffold, policy, tools, rule
-        self.step, self.seed, self.gate = step, seed, gate
+        self.step, self.seed, self.gate, self.timeout_s = step, seed, gate, timeout_s
         tokenizer = getattr(policy, "tokenizer", None)
         self.vocab_size = len(tokenizer) if tokenizer is not None else None
         self.state = BranchState()
@@ -158,13 +196,16 @@ class BranchingCollector:
         self.state.budgets[task.id] = budget
         group_id = f"s{self.step}/{task.id}"
         finished: dict[int, Trajectory] = {}
-        running: set[asyncio.Future] = set()
+        jobs = _Jobs()
         complete = asyncio.get_running_loop().create_future()
 
         def launch(index: int, episode: Awaitable[Trajectory], parent_id: str | None = None) -> None:
-            job = asyncio.ensure_future(self._play(task, group_id, index, episode, parent_id))
-            running.add(job)
-            job.add_done_callback(lambda j: settle(index, j))
+            jobs.start(
+                episode,
+                parent_id is not None,
+                lambda: self._play(task, group_id, index, episode, parent_id),
+                lambda job: settle(index, job),
+            )
 
         def start_fresh(monitor: bool = False) -> None:
             index = budget.started
@@ -182,8 +223,7 @@ class BranchingCollector:
             launch(index, episode)
 
         def settle(index: int, job: asyncio.Future) -> None:
-            running.discard(job)
-            if job.cancelled():
+            if not jobs.settled(job):
                 return
             finished[index] = job.result()
             budget.active -= 1
@@ -205,8 +245,7 @@ class BranchingCollector:
         try:
             await complete
         except asyncio.CancelledError:  # the group is abandoned: so are its rollouts (their sessions close)
-            for job in list(running):
-                job.cancel()
+            await jobs.abandon()
             raise
         return TrajectoryGroup(task, tuple(finished[i] for i in sorted(finished)))
 
@@ -215,10 +254,11 @@ class BranchingCollector:
     ) -> Trajectory:
         trajectory_id = f"{group_id}/{index}"
         async with self.gate:
-            try:
-                trajectory = await episode
-            except Exception as e:  # a scaffold crash is an infrastructure failure of this trajectory only
-                trajectory = infra_failure(task, group_id, trajectory_id, e, self.policy, parent_id)
+            trajectory = await play_one(
+                episode,
+                self.timeout_s,
+                lambda e: infra_failure(task, group_id, trajectory_id, e, self.policy, parent_id),
+            )
         if self.on_done is not None:
             self.on_done(trajectory)
         return trajectory
@@ -253,17 +293,23 @@ class BranchingCollector:
             child = budget.started
             budget.started += 1  # reserved before the fork's await, so concurrent rounds never overshoot k
             budget.active += 1
-            try:
-                episode = await point.fork(
+            fork = asyncio.ensure_future(
+                point.fork(
                     trajectory_id=f"s{self.step}/{task.id}/{child}",
                     seed=trajectory_seed(self.seed, self.step, task.id, child),
                     on_tool_round=on_tool_round,
                 )
-            except Exception as e:  # the session could not be forked: the slot is an infrastructure failure
-                launch(child, _raise(e), point.trajectory_id)
-                continue
-            launch(child, episode, point.trajectory_id)
-            forked = True
+            )
+            try:
+                await asyncio.shield(fork)
+            except asyncio.CancelledError:  # this rollout timed out or was abandoned mid-fork: see the class doc
+                await asyncio.wait([fork])
+                launch(child, _branch(fork), point.trajectory_id)
+                raise
+            except Exception:  # the session could not be forked: the slot becomes an infrastructure failure
+                pass
+            launch(child, _branch(fork), point.trajectory_id)
+            forked = forked or (not fork.cancelled() and fork.exception() is None)
         budget.consecutive = budget.consecutive + 1 if forked else 0
 
     def _premonitor(self, first: Trajectory) -> int:
@@ -275,6 +321,76 @@ class BranchingCollector:
         h_root = segments[0]
         h_tool = sum(segments[1:]) / len(segments[1:]) if len(segments) > 1 else h_root
         return initial_rollouts(rule.rollouts_per_task, h_root, h_tool, beta=rule.premonitor_beta)
+
+
+class _Jobs:
+    """One group's rollout tasks, each with the episode it plays, and the discards an abandoned group leaves."""
+
+    def __init__(self) -> None:
+        self.running: dict[asyncio.Future, tuple[Awaitable[Trajectory], bool]] = {}  # job → (episode, is a fork)
+        self.cleanup: list[asyncio.Future] = []
+        self.abandoned = False
+
+    def start(
+        self,
+        episode: Awaitable[Trajectory],
+        is_fork: bool,
+        play: Callable[[], Awaitable[Trajectory]],
+        settle: Callable[[asyncio.Future], None],
+    ) -> None:
+        """Run `play()` (which plays `episode`) as a task; once the group is abandoned, discard `episode` instead
+        (a fork that completed after its parent was cancelled)."""
+        if self.abandoned:
+            self.cleanup.append(asyncio.ensure_future(_discard(episode, is_fork)))
+            return
+        job = asyncio.ensure_future(play())
+        self.running[job] = (episode, is_fork)
+        job.add_done_callback(settle)
+
+    def settled(self, job: asyncio.Future) -> bool:
+        """Forget a finished job; whether its trajectory counts (not when cancelled or the group abandoned)."""
+        episode, is_fork = self.running.pop(job)
+        if job.cancelled():
+            if _unstarted(episode):  # cancelled while waiting for a slot
+                self.cleanup.append(asyncio.ensure_future(_discard(episode, is_fork)))
+            return False
+        return not self.abandoned
+
+    async def abandon(self) -> None:
+        """Cancel every job and wait until all have unwound and every never-started episode is discarded."""
+        self.abandoned = True
+        for job in list(self.running):
+            job.cancel()
+        while self.running:
+            await asyncio.wait(list(self.running))
+        await asyncio.gather(*self.cleanup, return_exceptions=True)
+
+
+def _branch(fork: asyncio.Future) -> Awaitable[Trajectory]:
+    """The branch episode of a finished fork, or one that fails with the fork's error."""
+    if fork.cancelled():
+        return _raise(RuntimeError("the session fork was cancelled"))
+    error = fork.exception()
+    return _raise(error) if error is not None else fork.result()
+
+
+def _unstarted(episode: Awaitable[Trajectory]) -> bool:
+    return inspect.iscoroutine(episode) and inspect.getcoroutinestate(episode) == inspect.CORO_CREATED
+
+
+async def _discard(episode: Awaitable[Trajectory], forked: bool) -> None:
+    """End an episode that never started. A fresh one has opened nothing yet; a fork's episode already owns its
+    forked tool session, which only the episode's own unwinding closes, so it is started and cancelled at its
+    first suspension."""
+    if not _unstarted(episode):
+        return
+    if not forked:
+        episode.close()  # type: ignore[attr-defined]
+        return
+    job = asyncio.ensure_future(episode)
+    await asyncio.sleep(0)
+    job.cancel()
+    await asyncio.gather(job, return_exceptions=True)
 
 
 async def _raise(error: BaseException) -> Trajectory:

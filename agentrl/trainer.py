@@ -16,6 +16,7 @@ Each phase is one method call; the work lives in the modules named in the commen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import random
@@ -25,17 +26,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrl.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from agentrl.checkpoint import TrainerState, latest_checkpoint, load_carried, load_checkpoint, save_checkpoint
 from agentrl.config import ConfigError, RunConfig, dump_toml, load_config
 from agentrl.credit import assign_credit
 from agentrl.learner import Learner
 from agentrl.metrics import MetricsLogger
 from agentrl.partial_rollouts import PartialRollouts
 from agentrl.policy import build_policy, load_model_and_tokenizer
-from agentrl.progress import TrainProgress
+from agentrl.progress import RolloutProgress, TrainProgress
 from agentrl.registry import load_scaffold
 from agentrl.reward import RewardStack
 from agentrl.rollout import collect_groups
+from agentrl.tasks import select_tiers
 from agentrl.tool_client import ToolClient
 from agentrl.types import StopReason, TrajectoryGroup, trajectory_to_json
 
@@ -53,10 +55,11 @@ class Trainer:
         self.scaffold = build_scaffold(config, config.rollout)
         eval_rollout = dataclasses.replace(config.rollout, temperature=config.eval.temperature)
         self.eval_scaffold = build_scaffold(config, eval_rollout)
-        self.train_tasks = list(self.scaffold.tasks("train"))
-        self.eval_tasks = list(self.eval_scaffold.tasks("test"))[: config.eval.max_tasks]
+        self.train_tasks = select_tiers(self.scaffold.tasks("train"), config.tiers)
+        self.eval_tasks = select_tiers(self.eval_scaffold.tasks("test"), config.tiers)[: config.eval.max_tasks]
         if not self.train_tasks:
-            raise ValueError(f"scaffold {config.scaffold!r} has no training tasks")
+            tiers = f" in tiers {list(config.tiers)}" if config.tiers else ""
+            raise ValueError(f"scaffold {config.scaffold!r} has no training tasks{tiers}")
         self.rewards = RewardStack.from_specs(config.rewards or self.scaffold.reward_names())
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
         self.policy = build_policy(config.policy, self.model, self.tokenizer)
@@ -73,6 +76,8 @@ class Trainer:
         if resume and (ckpt := latest_checkpoint(run_dir)) is not None:
             self.state = load_checkpoint(ckpt, self.model, self.learner)
             self.policy.version = self.state.policy_version
+            if self.partial is not None:  # the carried groups' sessions died with the old process: re-issue them
+                self.partial.restore(load_carried(ckpt), {t.id: t for t in self.train_tasks})
         if resume:
             rewind_logs(run_dir, self.state.step)
         self.metrics = MetricsLogger(run_dir, tensorboard=config.tensorboard)
@@ -108,7 +113,7 @@ class Trainer:
         """One step through every phase; returns its metrics and whether the time budget is spent."""
         cfg = self.config
         t0 = time.monotonic()
-        groups, collect_stats = self.collect(step)
+        groups, collect_stats = self.collect(step, progress.rollouts)
         groups = self.score(groups, filters=True)
         samples, credit_stats = self.credit(groups)
         update_stats = self.update(samples)
@@ -132,7 +137,10 @@ class Trainer:
 
     # --- phases ----------------------------------------------------------------------------------------
 
-    def collect(self, step: int) -> tuple[list[TrajectoryGroup], dict[str, float]]:
+    def collect(
+        self, step: int, rollouts: RolloutProgress | None = None
+    ) -> tuple[list[TrajectoryGroup], dict[str, float]]:
+        """The step's groups and rollout statistics; `rollouts` hears of each trajectory as it ends."""
         cfg = self.config
         rng = random.Random(f"{cfg.seed}/{step}")
         tasks = rng.sample(self.train_tasks, min(cfg.rollout.prompts_per_step, len(self.train_tasks)))
@@ -140,22 +148,26 @@ class Trainer:
         if sampler_stats is not None:
             sampler_stats.reset()
         t0 = time.monotonic()
-        groups = self.loop.run_until_complete(
-            self.partial.collect(step, lambda n: rng.sample(self.train_tasks, min(n, len(self.train_tasks))))
-            if self.partial is not None  # partial rollouts: the first complete groups; the rest go on next step
-            else collect_groups(
-                self.scaffold,
-                tasks,
-                self.policy,
-                self.tools,
-                samples_per_prompt=cfg.rollout.samples_per_prompt,
-                step=step,
-                seed=cfg.seed,
-                max_concurrent=cfg.rollout.max_concurrent_trajectories,
-                branching=cfg.rollout.branch_rule,
-                timeout_s=cfg.rollout.trajectory_timeout_s,
+        with rollouts if rollouts is not None else contextlib.nullcontext():
+            groups = self.loop.run_until_complete(
+                self.partial.collect(
+                    step, lambda n: rng.sample(self.train_tasks, min(n, len(self.train_tasks))), progress=rollouts
+                )
+                if self.partial is not None  # partial rollouts: the first complete groups; the rest go on next step
+                else collect_groups(
+                    self.scaffold,
+                    tasks,
+                    self.policy,
+                    self.tools,
+                    samples_per_prompt=cfg.rollout.samples_per_prompt,
+                    step=step,
+                    seed=cfg.seed,
+                    max_concurrent=cfg.rollout.max_concurrent_trajectories,
+                    branching=cfg.rollout.branch_rule,
+                    timeout_s=cfg.rollout.trajectory_timeout_s,
+                    progress=rollouts,
+                )
             )
-        )
         seconds = time.monotonic() - t0
         trajectories = [t for g in groups for t in g.trajectories]
         if all(t.is_infra_failure for t in trajectories):
@@ -256,7 +268,13 @@ class Trainer:
         cfg = self.config
         if force or step % cfg.checkpoint_every_steps == 0 or step == cfg.trainer.steps:
             save_checkpoint(
-                self.run_dir, self.state, self.model, self.tokenizer, self.learner, keep=cfg.keep_checkpoints
+                self.run_dir,
+                self.state,
+                self.model,
+                self.tokenizer,
+                self.learner,
+                keep=cfg.keep_checkpoints,
+                carried=self.partial.carry_state() if self.partial is not None else (),
             )
 
     # --- plumbing --------------------------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """ARPO/AEPO branching through the real rollout path: forks share their token prefix and their tool state.
 
 The tool state test runs the sandboxed `python` tool through a real tool server (in-process ASGI transport,
-bubblewrap sandboxes); the budget tests use the stamped echo tool.
+bubblewrap sandboxes); the budget tests use the stamped echo tool. The timeout and cancellation tests serve the
+tools with uvicorn on 127.0.0.1 and count the sessions left open on the server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -16,9 +18,11 @@ from agentrl.scaffolds.react import ReactScaffold
 
 from agentrl.branching import BranchRule
 from agentrl.config import RolloutConfig
-from agentrl.rollout import BranchingCollector, collect_groups
+from agentrl.progress import RolloutProgress
+from agentrl.rollout import BranchingCollector, collect_groups, trajectory_seed
 from agentrl.sandbox.config import SandboxConfig
-from agentrl.testing import ScriptedPolicy, echo
+from agentrl.testing import ScriptedPolicy, echo, serve_in_thread
+from agentrl.tool import tool
 from agentrl.tool_client import ToolClient
 from agentrl.tool_server import create_app
 from agentrl.tool_server_config import ToolServerConfig
@@ -168,3 +172,151 @@ def _gate():
     import asyncio
 
     return asyncio.Semaphore(64)
+
+
+# --- timeouts and cancellation (real tool server on 127.0.0.1) -------------------------------------------------
+
+
+@tool
+async def wait(seconds: float) -> str:
+    """Wait, then say so.
+
+    Args:
+        seconds: How long to wait.
+    """
+    await asyncio.sleep(seconds)
+    return "waited"
+
+
+class SlowFirstFork:
+    """A toolset whose first fork on the server takes `FORK_S` (a slow sandbox copy, say); later forks are quick."""
+
+    forks = 0
+
+    @tool
+    def note(self, text: str) -> str:
+        """Note the text.
+
+        Args:
+            text: What to note.
+        """
+        return f"noted {text}"
+
+    async def fork(self) -> SlowFirstFork:
+        type(self).forks += 1
+        if type(self).forks == 1:
+            await asyncio.sleep(FORK_S)
+        return SlowFirstFork()
+
+
+FORK_S = 3.0
+ECHO_THEN_DONE = ["echo", "echo", "echo", "done"]
+
+
+def scripted(plan):
+    """A policy script: turn k of the trajectory with sampling seed s does `plan(s, k)` (`echo`, `note`, `hang`,
+    `done`)."""
+
+    def script(turn: int, seed: int) -> str:
+        action = plan(seed, turn)
+        if action == "hang":
+            return call("wait", seconds=60)
+        if action == "done":
+            return "done"
+        return call(action, text=f"turn {turn}")
+
+    return script
+
+
+def turn_seeds(*indices: int) -> set[int]:
+    """The sampling seeds of every turn of rollouts `indices` of task t/0 in step 1 (the react episode's rule)."""
+    return {(trajectory_seed(0, 1, "t/0", i) * 1009 + k) % 2**62 for i in indices for k in range(4)}
+
+
+def open_sessions(app) -> int:
+    return len(app.state.tool_server.sessions)
+
+
+async def collect_one_group(tokenizer, client, tools, plan, *, timeout_s, max_concurrent=8, progress=None):
+    scaffold = ReactScaffold(tools=tools, rollout=RolloutConfig(max_turns=4, max_new_tokens_per_turn=256))
+    rule = BranchRule(rollouts_per_task=4, initial_rollouts=1, beam_size=2, threshold=1.0)  # every fork test passes
+    [group] = await collect_groups(
+        scaffold,
+        [Task(id="t/0", prompt="Work in steps.")],
+        SeededScript(tokenizer, scripted(plan)),
+        client,
+        samples_per_prompt=4,
+        step=1,
+        seed=0,
+        branching=rule,
+        timeout_s=timeout_s,
+        max_concurrent=max_concurrent,
+        progress=progress,
+    )
+    return group
+
+
+async def test_a_branch_past_its_timeout_is_an_infrastructure_failure_and_its_session_closes(tiny_tokenizer):
+    hang = turn_seeds(2, 3)  # forks: they sample their own turns from their own seeds
+
+    def plan(seed, turn):
+        return "hang" if seed in hang and turn > 0 else ECHO_THEN_DONE[turn]
+
+    app = create_app([echo, wait])
+    with serve_in_thread(app) as url, RolloutProgress() as progress:
+        async with ToolClient(url) as client:
+            group = await asyncio.wait_for(
+                collect_one_group(tiny_tokenizer, client, [echo, wait], plan, timeout_s=2.0, progress=progress), 30
+            )
+            leftover = open_sessions(app)  # before the client's own cleanup would close what the engine left
+    by_index = {int(t.trajectory_id.rsplit("/", 1)[1]): t for t in group.trajectories}
+    assert sorted(by_index) == [0, 1, 2, 3]
+    for i in (2, 3):
+        assert by_index[i].stop_reason is StopReason.INFRA_ERROR
+        assert "trajectory_timeout_s=2" in by_index[i].error and by_index[i].parent_id is not None
+    assert all(by_index[i].stop_reason is StopReason.ANSWERED for i in (0, 1))
+    assert [t.trajectory_id for t in group.valid] == ["s1/t/0/0", "s1/t/0/1"]  # the group's statistics skip them
+    assert leftover == 0  # the timed-out branches' sessions were closed (their hanging calls with them)
+    assert (progress.total, progress.finished, progress.failed) == (4, 4, 2)
+
+
+async def test_a_rollout_timing_out_mid_fork_still_launches_its_branch(tiny_tokenizer):
+    SlowFirstFork.forks = 0
+
+    def plan(seed, turn):
+        return ["note", "note", "note", "done"][turn]
+
+    app = create_app([SlowFirstFork])
+    with serve_in_thread(app) as url:
+        async with ToolClient(url) as client:
+            group = await asyncio.wait_for(
+                collect_one_group(tiny_tokenizer, client, [SlowFirstFork], plan, timeout_s=FORK_S / 2), 30
+            )
+            leftover = open_sessions(app)
+    by_index = {int(t.trajectory_id.rsplit("/", 1)[1]): t for t in group.trajectories}
+    assert sorted(by_index) == [0, 1, 2, 3]  # the slot reserved for the fork was filled; the group completed
+    root, branch = by_index[0], by_index[1]
+    assert root.stop_reason is StopReason.INFRA_ERROR and "trajectory_timeout_s" in root.error
+    # the fork the root was making when its time ran out became a branch of its own, on its own clock
+    assert branch.parent_id == root.trajectory_id and branch.branch_turn == 1
+    assert branch.stop_reason is StopReason.ANSWERED
+    assert leftover == 0
+
+
+async def test_an_abandoned_group_closes_the_sessions_of_branches_still_waiting_for_a_slot(tiny_tokenizer):
+    root = turn_seeds(0)
+
+    def plan(seed, turn):  # the root forks after turn 0, then hangs while holding the only slot
+        return "hang" if seed in root and turn == 1 else ECHO_THEN_DONE[turn]
+
+    app = create_app([echo, wait])
+    before = set(asyncio.all_tasks())
+    with serve_in_thread(app) as url:
+        async with ToolClient(url) as client:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(
+                    collect_one_group(tiny_tokenizer, client, [echo, wait], plan, timeout_s=0, max_concurrent=1), 2.0
+                )
+            leftover = open_sessions(app)
+    assert leftover == 0  # neither the root's session nor the forked one of the branch that never got a slot
+    assert set(asyncio.all_tasks()) <= before  # no rollout task outlives its group
