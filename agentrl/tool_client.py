@@ -99,6 +99,7 @@ class ToolClient:
         if connection_pools < 1:
             raise ValueError("connection_pools must be at least 1")
         self._transport = httpx.ASGITransport(app=app) if app is not None else None
+        self._app = app
         urls = [_IN_PROCESS_URL] if app is not None else [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
             raise ValueError("ToolClient needs at least one base URL")
@@ -170,12 +171,17 @@ class ToolClient:
         raise failure
 
     async def aclose(self) -> None:
-        """Close the sessions this client still has open (one attempt each), then its connections."""
+        """Close the sessions this client still has open (one attempt each), then its connections; for an
+        in-process app, also what its server's shutdown would release (sandboxes, toolset teardown such as the
+        GUI toolset's browser), since `httpx.ASGITransport` sends no lifespan events."""
         await asyncio.gather(*(s.close(retries=0) for s in list(self._sessions)), return_exceptions=True)
         for pools in self._pools:
             for pool in pools:
                 if pool is not None:
                     await pool.aclose()
+        server = getattr(getattr(self._app, "state", None), "tool_server", None)
+        if server is not None:
+            await server.close_all()
 
     async def __aenter__(self) -> Self:
         return self

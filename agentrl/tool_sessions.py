@@ -173,6 +173,9 @@ class ToolSessions:
         for session_id in list(self.sessions):
             await self.close_session(session_id)
         await self.sandboxes.close()
+        if self._setup_done:
+            for toolset in self.toolsets:
+                await toolset.teardown()
         self._setup_done = False
 
     def get(self, session_id: str) -> ServerSession:

@@ -11,12 +11,15 @@ import asyncio
 import copy
 import importlib
 import inspect
+import logging
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.tool import FunctionTool, collect_tools
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -53,6 +56,18 @@ class Toolset:
         if isinstance(inspect.getattr_static(self.cls, "setup", None), (classmethod, staticmethod)):
             await _maybe_await(self.cls.setup())
         self._setup_done = True
+
+    async def teardown(self) -> None:
+        """Run the class's `teardown()` (a classmethod, the counterpart of `setup`) when the server stops; a
+        failing teardown is logged, not raised, so the other toolsets still release theirs."""
+        if self.cls is None or not self._setup_done:
+            return
+        self._setup_done = False
+        if isinstance(inspect.getattr_static(self.cls, "teardown", None), (classmethod, staticmethod)):
+            try:
+                await _maybe_await(self.cls.teardown())
+            except Exception:
+                logger.exception("teardown of toolset %s failed", self.cls.__name__)
 
     def instantiate(self, sandbox: Any = None) -> Any:
         """A fresh instance for a new session (None for stateless toolsets); `sandbox` for sandboxed ones."""

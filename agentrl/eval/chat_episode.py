@@ -5,6 +5,10 @@ extraction, turn limit); only the transport differs from `ReactScaffold.run`: th
 tool schemas and answers with OpenAI `tool_calls`, which run on the same tool server. Turns carry no token ids,
 so these trajectories are for evaluation, not training. Failures of the endpoint after retries end the episode
 as an infrastructure error; malformed arguments become tool errors the model sees, as in the text format.
+
+Images a tool returns (the GUI toolset's screenshots) reach the model as `image_url` parts of a user message right
+after the round's tool messages: the OpenAI chat API accepts only text in tool messages, and vision models served
+by vLLM, litellm or hosted APIs all take images from user messages.
 """
 
 from __future__ import annotations
@@ -89,6 +93,8 @@ async def run_chat_episode(
                     else f"{result.text[:limit]}\n[... truncated {len(result.text) - limit} characters]"
                 )
                 messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
+            if images := image_message(calls, results):
+                messages.append(images)
             turns.append(Turn((), (), (), content, tool_calls=tuple(c for c, _ in calls), tool_results=tuple(results)))
         if (finish := getattr(scaffold, "finish_episode", None)) is not None:
             components = dict(await finish(task, session))
@@ -113,6 +119,17 @@ async def run_chat_episode(
         reward_components=components if reason is not StopReason.INFRA_ERROR else {},
     )
     return trajectory, usage[0], usage[1]
+
+
+def image_message(calls: list[tuple[ToolCall, str | None]], results: list[ToolResult]) -> dict[str, Any] | None:
+    """A user message carrying the `image_url` parts of a round's tool results, each introduced by the call that
+    returned it; None when no result has an image."""
+    parts: list[dict[str, Any]] = []
+    for (call, _), result in zip(calls, results, strict=True):
+        images = [p for p in result.content if p.get("type") == "image_url"] if isinstance(result.content, list) else []
+        if images:
+            parts += [{"type": "text", "text": f"Image returned by {call.name} ({call.id}):"}, *images]
+    return {"role": "user", "content": parts} if parts else None
 
 
 async def _bad_arguments(call: ToolCall, message: str) -> ToolResult:

@@ -66,8 +66,23 @@ class EvalRecord:
             answer=trajectory.answer,
             error=trajectory.error,
             reward_components=dict(trajectory.reward_components),
-            messages=list(trajectory.messages),
+            messages=[_without_image_data(m) for m in trajectory.messages],
         )
+
+
+def _without_image_data(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with each inline image's data replaced by its size: screenshots would make the results file
+    tens of megabytes, and the page outline next to them is what a reader of the file wants."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    parts = []
+    for part in content:
+        url = part.get("image_url", {}).get("url", "") if part.get("type") == "image_url" else ""
+        if url.startswith("data:"):
+            part = {"type": "image_url", "image_url": {"url": f"{url[: url.find(',') + 1]}[{len(url)} characters]"}}
+        parts.append(part)
+    return {**message, "content": parts}
 
 
 def token_counts(trajectory: Trajectory) -> tuple[int, int]:

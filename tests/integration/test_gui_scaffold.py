@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 from collections import Counter
 
 import pytest
 import pytest_asyncio
 from agentrl.tools.gui.launcher import gui_unavailable_reason
+from fastapi import FastAPI
 
 pytestmark = pytest.mark.integration
 in_module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -24,7 +27,7 @@ from agentrl.tools.gui.launcher import SharedBrowser  # noqa: E402
 
 from agentrl.registry import load_scaffold, resolve  # noqa: E402
 from agentrl.reward import RewardStack  # noqa: E402
-from agentrl.testing import ScriptedPolicy  # noqa: E402
+from agentrl.testing import ScriptedPolicy, serve_in_thread  # noqa: E402
 from agentrl.tool_client import ToolClient  # noqa: E402
 from agentrl.tool_server import create_app  # noqa: E402
 from agentrl.types import StopReason, ToolCall, Trajectory  # noqa: E402
@@ -130,3 +133,79 @@ async def test_a_forked_episode_has_the_same_page_and_its_own_app_state(scaffold
     assert "Cart (2)" in (await branch.call(ToolCall("b2", "observe", {}))).text
     await branch.close()
     await parent.close()
+
+
+def screenshot_chat_server(received: list[list[dict]]) -> FastAPI:
+    """A vision-model double on /v1/chat/completions: observe, then the task's expert steps on the latest outline,
+    then `done`; it records every request's messages."""
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def complete(body: dict) -> dict:
+        messages = body["messages"]
+        received.append(messages)
+        task = expert.task_in(messages[1]["content"])
+        done = sum(m["role"] == "assistant" for m in messages)
+        outline = next(m["content"] for m in reversed(messages) if m["role"] == "tool") if done else ""
+        steps = task.metadata["steps"]
+        if done == 0 or done <= len(steps):
+            name, arguments = ("observe", {}) if done == 0 else expert.tool_call(steps[done - 1], outline)
+            function = {"name": name, "arguments": json.dumps(arguments)}
+            call = {"id": f"c{done}", "type": "function", "function": function}
+            message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+        else:
+            message, finish = {"role": "assistant", "content": "done"}, "stop"
+        return {
+            "id": f"chat-{done}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+
+    return app
+
+
+async def test_eval_of_a_vision_model_sends_each_screenshot_as_an_image_part(tmp_path) -> None:
+    """`agentrl eval --scaffold gui_screenshot` over native tool calls: the model receives a PNG of the page
+    after every browser action, in a user message after the tool messages, and the task is still checked."""
+    from agentrl.config import EvalRunConfig
+    from agentrl.eval.runner import evaluate
+
+    received: list[list[dict]] = []
+    with serve_in_thread(screenshot_chat_server(received)) as url:
+        config = EvalRunConfig(
+            scaffold="gui_screenshot",
+            model="vision",
+            base_url=url + "/v1",
+            format="native",
+            tiers=("easy",),
+            max_tasks=2,
+            output=str(tmp_path / "gui.jsonl"),
+        )
+        outcome = await evaluate(config)
+    assert outcome.summary["infra_errors"] == 0 and [r.success for r in outcome.records] == [True, True]
+    last = max(received, key=len)
+    images = [m for m in last if m["role"] == "user" and isinstance(m["content"], list)]
+    assert len(images) == 2  # after observe and after the click
+    for message, tool in zip(images, [m for m in last if m["role"] == "tool"], strict=True):
+        assert last.index(message) == last.index(tool) + 1
+        (part,) = [p for p in message["content"] if p["type"] == "image_url"]
+        png = base64.b64decode(part["image_url"]["url"].removeprefix("data:image/png;base64,"))
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+    stored = (tmp_path / "gui.jsonl").read_text()
+    assert "image_url" in stored and "iVBOR" not in stored  # the results file keeps the parts, not the pixels
+
+
+async def test_an_in_process_tool_server_closes_its_browser_with_its_client() -> None:
+    """Stopping the server (here: closing the client of an in-process app) runs the toolset's teardown, so no
+    chromium outlives it."""
+    from agentrl.tools.gui import Browser
+
+    async with ToolClient(app=create_app([Browser])) as client:
+        session = await client.open_session(None)
+        assert "url: about:blank" in (await session.call(ToolCall("c0", "observe", {}))).text
+        browser = await SharedBrowser.get()
+        assert browser.is_connected()
+    assert not browser.is_connected()

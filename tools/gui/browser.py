@@ -73,6 +73,11 @@ class Browser:
         # Launch at server start, so a missing chromium fails the first session loudly rather than every call.
         await SharedBrowser.get()
 
+    @classmethod
+    async def teardown(cls) -> None:
+        # chromium and the Playwright driver are processes of their own: a stopped server must not leave them
+        await SharedBrowser.close()
+
     # --- tools -------------------------------------------------------------------------------------------
 
     @tool
