@@ -85,8 +85,9 @@ class RolloutConfig:
     max_concurrent_trajectories: int = 256
     """Trajectories in flight at once."""
     trajectory_timeout_s: float = 0.0
-    """Wall-clock limit of one trajectory (not branching rollouts); one that runs over is cancelled, its tool
-    session closed, and it counts as an infrastructure failure. 0 = no limit."""
+    """Wall-clock limit of one trajectory, branches included (each from when it gets a slot); one that runs over
+    is cancelled, its tool session closed, and it counts as an infrastructure failure. Not applied to groups
+    carried over by partial rollouts (their clock would run while parked between steps). 0 = no limit."""
     max_tool_output_chars: int = 2000
     """Tool output longer than this is truncated (with a marker) before it reaches the policy."""
     branching: str = "none"
@@ -246,6 +247,9 @@ class EvalRunConfig:
     """JSONL or Parquet task file to evaluate instead of the scaffold's bundled tasks (every row, any split)."""
     split: str = "test"
     """Split of the scaffold's bundled tasks to evaluate."""
+    tiers: tuple[str, ...] = ()
+    """Keep only tasks whose `metadata["tier"]` is one of these (`easy`, `medium`, `hard` in the bundled
+    swe, terminal and gui scaffolds); empty keeps every task."""
     max_tasks: int | None = None
     """Evaluate only the first this many tasks; None = all."""
     samples_per_task: int = 1
@@ -284,6 +288,9 @@ class RunConfig:
     """Toolsets for the `react` scaffold: import paths of modules, classes or @tool functions."""
     tasks: str | None = None
     """JSONL or Parquet file of tasks (`prompt`, `answer`, optional `id`, `split`) for the `react` scaffold."""
+    tiers: tuple[str, ...] = ()
+    """Train and evaluate only on tasks whose `metadata["tier"]` is one of these (`easy`, `medium`, `hard` in
+    the bundled swe, terminal and gui scaffolds); empty keeps every task."""
     system_prompt: str | None = None
     """System prompt for the `react` scaffold (default: a short generic one)."""
     rewards: tuple[str, ...] = ()

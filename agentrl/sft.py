@@ -49,6 +49,9 @@ class SFTSettings:
     """Train on the CPU even when an accelerator is present (the tiny policy is faster there)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, more time (for large models)."""
+    group_by_length: bool = False
+    """Batch conversations of similar length together (less padding when lengths vary a lot; same seed, same
+    order)."""
 
 
 def run_sft(
@@ -81,6 +84,7 @@ def run_sft(
         max_length=settings.max_length,
         assistant_only_loss=True,
         packing=False,
+        train_sampling_strategy="group_by_length" if settings.group_by_length else "random",
         seed=settings.seed,
         data_seed=settings.seed,
         gradient_checkpointing=settings.gradient_checkpointing,

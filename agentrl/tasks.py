@@ -6,7 +6,7 @@ optional, and every other column lands in `Task.metadata`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from agentrl.types import Task
@@ -45,3 +45,8 @@ def task_source(path: str | Path) -> Callable[[str], list[Task]]:
     """A `split -> tasks` function over a task file, as scaffolds take it."""
     tasks = load_task_file(path)
     return lambda split: [t for t in tasks if t.split == split]
+
+
+def select_tiers(tasks: Iterable[Task], tiers: Sequence[str]) -> list[Task]:
+    """The tasks whose `metadata["tier"]` is in `tiers`; every task when `tiers` is empty."""
+    return [t for t in tasks if not tiers or t.metadata.get("tier") in tiers]

@@ -3,7 +3,9 @@
     python scripts/build_tiny_policy.py                 # about 23 minutes on 2 CPU cores
     python scripts/build_tiny_policy.py --out /tmp/p    # somewhere else, e.g. to compare with the shipped one
 
-Steps: demonstrations from the imperfect scripted experts on the TRAIN tasks of the code and search scaffolds →
+Steps: demonstrations from the imperfect scripted experts on the TRAIN tasks of the code and search scaffolds and
+of the terminal scaffold's easy tier, plus synthetic drills in the exact format of GUI and SWE easy-tier episodes
+(`scaffolds/gui/drills.py`, `scaffolds/swe/drills.py`; no bundled task, held-out or not, is among them) →
 a byte-level BPE trained on their rendered text → a freshly initialised tiny Qwen2 → SFT on the demonstrations
 → saved as a transformers checkpoint (weights stored in bf16, loaded as fp32), followed by a short report of
 held-out teacher-forced statistics. Every source of randomness is seeded and the thread count is fixed, so the
@@ -22,20 +24,24 @@ import random
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 THREADS = 2
 SEED = 0
-VOCAB_SIZE = 2560
+VOCAB_SIZE = 3072
 HIDDEN_SIZE = 128
 NUM_LAYERS = 4
-MISTAKE_RATE = {"code": 0.5, "search": 0.5}
-"""Probability that an expert demonstration is deliberately wrong, per scaffold."""
-DRAWS = {"code": 1, "search": 8}
-"""Expert conversations per training task, per scaffold (each draws its own mistakes): the search world has a
-few thousand questions, the code scaffold tens of thousands of distinct ones."""
+MISTAKE_RATE = {"code": 0.5, "search": 0.5, "terminal": 0.3, "gui": 0.3, "swe": 0.3}
+"""Probability that a demonstration is deliberately wrong, per scaffold."""
+DRAWS = {"code": 1, "search": 8, "terminal": 3, "gui": 2500, "swe": 2500}
+"""Expert conversations per training task (code, search, terminal; each draws its own mistakes), or drills (gui,
+swe): the search world has a few thousand questions, the code scaffold tens of thousands of distinct ones."""
+TERMINAL_PER_TEMPLATE = 60
+"""Generated easy terminal tasks per template (training names only) that the terminal demonstrations cover."""
 TOOLLESS_TEMPLATE_PREFIX = (
     "{#- The tiny policy learned its tools from demonstrations: tool schemas are not rendered, which keeps its "
     "prompts short. Tool calls and tool responses use the Qwen2.5 format unchanged. -#}\n{%- set tools = none %}\n"
@@ -46,13 +52,53 @@ SFT_BATCH_SIZE = 16
 
 
 def _scaffolds() -> dict[str, tuple[ModuleType, ModuleType]]:
-    """(tasks module, expert module) per bundled scaffold."""
+    """(tasks module, expert module) per bundled scaffold whose held-out tasks `heldout_report` scores."""
     from agentrl.scaffolds.code import expert as code_expert
     from agentrl.scaffolds.code import tasks as code_tasks
     from agentrl.scaffolds.search import expert as search_expert
     from agentrl.scaffolds.search import tasks as search_tasks
 
     return {"code": (code_tasks, code_expert), "search": (search_tasks, search_expert)}
+
+
+def _sources() -> dict[str, Callable[[random.Random, float], Iterator[tuple[list[dict[str, Any]], list[dict]]]]]:
+    """Per scaffold: (rng, mistake rate) → its demonstrations, each (messages, tool schemas to render with)."""
+    from agentrl.scaffolds.gui import drills as gui_drills
+    from agentrl.scaffolds.swe import drills as swe_drills
+    from agentrl.scaffolds.terminal import easy_family
+    from agentrl.scaffolds.terminal import expert as terminal_expert
+    from agentrl.scaffolds.terminal import tasks as terminal_tasks
+
+    def expert_source(tasks: ModuleType, expert: ModuleType, draws: int) -> Callable:
+        def source(rng: random.Random, rate: float) -> Iterator:
+            schemas = [t.schema for t in tasks.TOOLS]
+            for _ in range(draws):
+                for task in tasks.tasks("train"):
+                    yield expert.demonstration(task, rng, mistake_rate=rate), schemas
+
+        return source
+
+    def terminal(rng: random.Random, rate: float) -> Iterator:
+        easy = [t for t in terminal_tasks.tasks("train") if t.metadata["tier"] == "easy"]
+        known = {t.id for t in easy}
+        more = [s.to_task() for s in easy_family.family("train", per_template=TERMINAL_PER_TEMPLATE)]
+        for _ in range(DRAWS["terminal"]):
+            for task in easy + [t for t in more if t.id not in known]:
+                yield terminal_expert.demonstration(task, rng, mistake_rate=rate), []
+
+    def drills(module: ModuleType, count: int) -> Callable:
+        def source(rng: random.Random, rate: float) -> Iterator:
+            for _ in range(count):
+                yield module.demonstration(rng, mistake_rate=rate), []
+
+        return source
+
+    sources = {name: expert_source(*modules, DRAWS[name]) for name, modules in _scaffolds().items()}
+    return sources | {
+        "terminal": terminal,
+        "gui": drills(gui_drills, DRAWS["gui"]),
+        "swe": drills(swe_drills, DRAWS["swe"]),
+    }
 
 
 def make_deterministic(seed: int) -> None:
@@ -71,15 +117,12 @@ def make_deterministic(seed: int) -> None:
 
 
 def demonstrations(mistake_rate: dict[str, float], seed: int) -> list[dict[str, Any]]:
-    """`DRAWS` expert conversations per training task of each scaffold, with the tool schemas it was rendered with."""
+    """Every source's demonstrations, with the tool schemas each is rendered with for the tokenizer."""
     out = []
-    for name, (tasks, expert) in _scaffolds().items():
+    for name, source in _sources().items():
         rng = random.Random(f"{seed}/{name}")
-        schemas = [t.schema for t in tasks.TOOLS]
-        for _ in range(DRAWS[name]):
-            for task in tasks.tasks("train"):
-                messages = expert.demonstration(task, rng, mistake_rate=mistake_rate[name])
-                out.append({"messages": messages, "tools": schemas, "scaffold": name})
+        for messages, schemas in source(rng, mistake_rate[name]):
+            out.append({"messages": messages, "tools": schemas, "scaffold": name})
     return out
 
 
@@ -152,6 +195,8 @@ def build(
     config = tiny_qwen2_config(len(tokenizer), hidden_size=hidden_size, num_hidden_layers=NUM_LAYERS)
     model = tiny_qwen2(config, seed=seed)
     params = sum(p.numel() for p in model.parameters())
+    counts = Counter(d["scaffold"] for d in demos)
+    print(", ".join(f"{n} {name}" for name, n in counts.items()), flush=True)
     print(f"{len(demos)} demonstrations, vocabulary {len(tokenizer)}, {params / 1e6:.2f}M parameters", flush=True)
     # the tiny policy learns its two tools from the demonstrations, so its prompts carry no tool schemas
     # (TOOLLESS_TEMPLATE_PREFIX): ~40 prompt tokens instead of ~220, which is most of RL's cost on a CPU
@@ -167,6 +212,8 @@ def build(
             batch_size=SFT_BATCH_SIZE,
             seed=seed,
             logging_steps=50,
+            # conversations range from 50 tokens (code) to 500 (SWE drills): padding would dominate random batches
+            group_by_length=True,
         )
     save_policy(model, tokenizer, out_dir)
     size_mb = sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6
@@ -184,10 +231,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=float, default=SFT_EPOCHS)
     parser.add_argument("--lr", type=float, default=SFT_LR)
     parser.add_argument("--hidden-size", type=int, default=HIDDEN_SIZE)
-    parser.add_argument("--code-mistake-rate", type=float, default=MISTAKE_RATE["code"])
-    parser.add_argument("--search-mistake-rate", type=float, default=MISTAKE_RATE["search"])
+    for name, rate in MISTAKE_RATE.items():
+        parser.add_argument(f"--{name}-mistake-rate", type=float, default=rate)
     args = parser.parse_args(argv)
-    rates = {"code": args.code_mistake_rate, "search": args.search_mistake_rate}
+    rates = {name: getattr(args, f"{name}_mistake_rate") for name in MISTAKE_RATE}
     build(args.out, mistake_rate=rates, epochs=args.epochs, lr=args.lr, hidden_size=args.hidden_size)
 
 

@@ -26,6 +26,7 @@ from agentrl.eval.results import EvalRecord, ResultsStore, token_counts
 from agentrl.eval.summary import summarize, table, write_summary
 from agentrl.protocols import SamplingParams
 from agentrl.rollout import infra_failure, trajectory_seed
+from agentrl.tasks import select_tiers
 from agentrl.types import Task, Trajectory
 
 NATIVE_MAX_NEW_TOKENS = 1024
@@ -117,8 +118,10 @@ def eval_tasks(config: EvalRunConfig, scaffold: Any) -> list[Task]:
         tasks = load_task_file(config.tasks)
     else:
         tasks = list(scaffold.tasks(config.split))
+    tasks = select_tiers(tasks, config.tiers)
     if not tasks:
-        raise ValueError(f"scaffold {config.scaffold!r} has no {config.split!r} tasks; pass a task file")
+        tiers = f" in tiers {list(config.tiers)}" if config.tiers else ""
+        raise ValueError(f"scaffold {config.scaffold!r} has no {config.split!r} tasks{tiers}; pass a task file")
     return tasks[: config.max_tasks] if config.max_tasks is not None else tasks
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
+import re
+from typing import Any
 
 from agentrl.types import Task
 
@@ -16,3 +19,33 @@ def expert_turns(task: Task) -> list[str]:
         for c in task.metadata["expert"]
     ]
     return [*calls, FINAL_ANSWER]
+
+
+def demonstration(task: Task, rng: random.Random, *, mistake_rate: float) -> list[dict[str, Any]]:
+    """One conversation solving a one-command `task` as a real episode records it, deliberately wrong with
+    probability `mistake_rate`: half the mistakes answer at once without the tool, half run the command with one
+    name in it replaced by another.
+
+    The commands of the easy tier print nothing, so the tool's reply is the shell tool's `(no output)`.
+    """
+    from agentrl.scaffolds.terminal import SYSTEM_PROMPT
+    from agentrl.scaffolds.terminal.easy_family import TRAIN_NAMES
+
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": task.prompt},
+    ]
+    (command,) = task.metadata["expert"]
+    if rng.random() < mistake_rate:
+        names = [n for n in TRAIN_NAMES if re.search(rf"\b{n}\b", command)]
+        if rng.random() < 0.5 or not names:
+            return [*messages, {"role": "assistant", "content": FINAL_ANSWER}]
+        wrong = rng.choice([n for n in TRAIN_NAMES if n not in names])
+        command = re.sub(rf"\b{rng.choice(names)}\b", wrong, command)
+    call = {"type": "function", "id": "call_0_0", "function": {"name": "bash", "arguments": {"command": command}}}
+    return [
+        *messages,
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0_0", "name": "bash", "content": "(no output)"},
+        {"role": "assistant", "content": FINAL_ANSWER},
+    ]
