@@ -196,11 +196,33 @@ def heldout_report(out_dir: Path) -> dict[str, dict[str, float]]:
     return report
 
 
+def print_heldout_report(out_dir: Path) -> None:
+    for name, stats in heldout_report(out_dir).items():
+        print(f"held-out {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in stats.items()))
+
+
+def finetune_and_save(
+    model: Any, tokenizer: Any, demos: list[dict[str, Any]], out_dir: Path, **sft: Any
+) -> dict[str, Any]:
+    """SFT `model` on `demos` (`sft`: `run_sft` options), then save it with the toolless chat template."""
+    from agentrl.sft import run_sft
+
+    # the tiny policy learns its tools from the demonstrations, so its prompts carry no tool schemas
+    # (TOOLLESS_TEMPLATE_PREFIX): ~40 prompt tokens instead of ~220, which is most of RL's cost on a CPU
+    conversations = [{"messages": d["messages"], "tools": []} for d in demos]
+    with tempfile.TemporaryDirectory() as scratch:
+        metrics = run_sft(
+            model, tokenizer, conversations, output_dir=scratch, batch_size=SFT_BATCH_SIZE, logging_steps=50, **sft
+        )
+    tokenizer.chat_template = TOOLLESS_TEMPLATE_PREFIX + tokenizer.chat_template
+    save_policy(model, tokenizer, out_dir)
+    return metrics
+
+
 def build(
     out_dir: Path, *, mistake_rate: dict[str, float], epochs: float, lr: float, hidden_size: int, seed: int = SEED
 ) -> None:
     """The base stage: tokenizer and model from scratch on the code and search demonstrations."""
-    from agentrl.sft import run_sft
     from agentrl.tiny.model import tiny_qwen2, tiny_qwen2_config
     from agentrl.tiny.tokenizer import render, train_tokenizer
 
@@ -212,23 +234,7 @@ def build(
     model = tiny_qwen2(config, seed=seed)
     params = sum(p.numel() for p in model.parameters())
     print(f"{len(demos)} demonstrations, vocabulary {len(tokenizer)}, {params / 1e6:.2f}M parameters", flush=True)
-    # the tiny policy learns its tools from the demonstrations, so its prompts carry no tool schemas
-    # (TOOLLESS_TEMPLATE_PREFIX): ~40 prompt tokens instead of ~220, which is most of RL's cost on a CPU
-    conversations = [{"messages": d["messages"], "tools": []} for d in demos]
-    with tempfile.TemporaryDirectory() as scratch:
-        metrics = run_sft(
-            model,
-            tokenizer,
-            conversations,
-            output_dir=scratch,
-            epochs=epochs,
-            lr=lr,
-            batch_size=SFT_BATCH_SIZE,
-            seed=seed,
-            logging_steps=50,
-        )
-    tokenizer.chat_template = TOOLLESS_TEMPLATE_PREFIX + tokenizer.chat_template
-    save_policy(model, tokenizer, out_dir)
+    metrics = finetune_and_save(model, tokenizer, demos, out_dir, epochs=epochs, lr=lr, seed=seed)
     print(f"base SFT loss {metrics['train_loss']:.4f} in {(time.perf_counter() - start) / 60:.1f} min", flush=True)
 
 
@@ -244,7 +250,6 @@ def extend(base_dir: Path, out_dir: Path, *, mistake_rate: dict[str, float], see
     from transformers import AutoModelForCausalLM
 
     from agentrl.policy.loading import load_tokenizer
-    from agentrl.sft import run_sft
 
     make_deterministic(seed)
     start = time.perf_counter()
@@ -259,27 +264,13 @@ def extend(base_dir: Path, out_dir: Path, *, mistake_rate: dict[str, float], see
     # trl recognises Qwen2.5's template (and adds its training markers) only without the prefix
     tokenizer.chat_template = tokenizer.chat_template.removeprefix(TOOLLESS_TEMPLATE_PREFIX)
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    conversations = [{"messages": d["messages"], "tools": []} for d in demos]
-    with tempfile.TemporaryDirectory() as scratch:
-        metrics = run_sft(
-            model,
-            tokenizer,
-            conversations,
-            output_dir=scratch,
-            epochs=EXTEND_EPOCHS,
-            lr=EXTEND_LR,
-            batch_size=SFT_BATCH_SIZE,
-            seed=seed,
-            logging_steps=50,
-            # conversations range from 50 tokens (code) to 1,000 (SWE drills): padding would dominate random batches
-            group_by_length=True,
-        )
-    tokenizer.chat_template = TOOLLESS_TEMPLATE_PREFIX + tokenizer.chat_template
-    save_policy(model, tokenizer, out_dir)
+    # conversations range from 50 tokens (code) to 1,000 (SWE drills): padding would dominate random batches
+    metrics = finetune_and_save(
+        model, tokenizer, demos, out_dir, epochs=EXTEND_EPOCHS, lr=EXTEND_LR, seed=seed, group_by_length=True
+    )
     size_mb = sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6
     print(f"extend SFT loss {metrics['train_loss']:.4f}; saved {size_mb:.1f} MB to {out_dir}", flush=True)
-    for name, stats in heldout_report(out_dir).items():
-        print(f"held-out {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in stats.items()))
+    print_heldout_report(out_dir)
     print(f"extended in {(time.perf_counter() - start) / 60:.1f} min")
 
 
@@ -299,8 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     rates = {name: getattr(args, f"{name}_mistake_rate") for name in MISTAKE_RATE}
     if not args.extend:
         build(args.out, mistake_rate=rates, epochs=args.epochs, lr=args.lr, hidden_size=args.hidden_size)
-        for name, stats in heldout_report(args.out).items():
-            print(f"held-out {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in stats.items()))
+        print_heldout_report(args.out)
         return
     with tempfile.TemporaryDirectory() as scratch:
         base = args.base

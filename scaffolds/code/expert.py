@@ -16,6 +16,7 @@ from typing import Any
 
 from agentrl.scaffolds.code.tasks import SYSTEM_PROMPT
 from agentrl.scaffolds.code.tools import calculate
+from agentrl.scaffolds.demonstration import tool_call_messages
 
 from agentrl.types import Task
 
@@ -40,15 +41,6 @@ def demonstration(task: Task, rng: random.Random, *, mistake_rate: float) -> lis
     messages += tool_call_messages("calculate", {"expression": expression}, result, call_id="call_0")
     messages.append({"role": "assistant", "content": result})
     return messages
-
-
-def tool_call_messages(name: str, arguments: dict[str, Any], result: str, *, call_id: str) -> list[dict[str, Any]]:
-    """An assistant turn with one tool call, followed by the tool's reply."""
-    call = {"type": "function", "id": call_id, "function": {"name": name, "arguments": arguments}}
-    return [
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "name": name, "content": result},
-    ]
 
 
 def near_miss(answer: str, rng: random.Random) -> str:

@@ -28,6 +28,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from agentrl.scaffolds.demonstration import tool_call_messages
 from agentrl.scaffolds.gui.drill_pages import (
     PAST,
     Element,
@@ -172,10 +173,6 @@ def demonstration(rng: random.Random, *, mistake_rate: float) -> list[dict[str, 
         return messages
     number = target if mistake is None else _wrong_number(rng, mistake, target, len(page.elements))
     result = outline(after_click(rng, page, number), port)
-    call = {"type": "function", "id": "call_0_0", "function": {"name": "click", "arguments": {"id": number}}}
-    messages += [
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_0_0", "name": "click", "content": result},
-        {"role": "assistant", "content": "done"},
-    ]
+    messages += tool_call_messages("click", {"id": number}, result, call_id="call_0_0")
+    messages.append({"role": "assistant", "content": "done"})
     return messages

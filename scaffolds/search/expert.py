@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from agentrl.scaffolds.demonstration import tool_call_messages
 from agentrl.scaffolds.search.tasks import SYSTEM_PROMPT
 from agentrl.scaffolds.search.tools import lookup
 from agentrl.scaffolds.search.world import FIELDS, TARGET_KIND, world
@@ -66,12 +67,3 @@ def _pick_mistake(task: Task, rng: random.Random) -> str:
 
 def _other_fields(entity: str, field: str) -> list[str]:
     return [f for f in FIELDS[world().entities[entity].kind] if f != field]
-
-
-def tool_call_messages(name: str, arguments: dict[str, Any], result: str, *, call_id: str) -> list[dict[str, Any]]:
-    """An assistant turn with one tool call, followed by the tool's reply."""
-    call = {"type": "function", "id": call_id, "function": {"name": name, "arguments": arguments}}
-    return [
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "name": name, "content": result},
-    ]

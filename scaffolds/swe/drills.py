@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agentrl.scaffolds.demonstration import tool_call_messages
 from agentrl.scaffolds.swe.drill_expressions import Gen, Node, function_call, method_call, mutate, render
 from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
 
@@ -271,21 +272,16 @@ def miscopy(rng: random.Random, text: str) -> str:
     return text + " "
 
 
-def _call(turn: int, name: str, arguments: dict[str, Any], result: str, content: str = "") -> list[dict[str, Any]]:
-    """An assistant turn with one tool call (ids as the runtime numbers them), and the tool's reply."""
-    call_id = f"call_{turn}_0"
-    call = {"type": "function", "id": call_id, "function": {"name": name, "arguments": arguments}}
-    return [
-        {"role": "assistant", "content": content, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "name": name, "content": result},
-    ]
-
-
 def tests_output(rng: random.Random) -> str:
     """`run_tests`' reply when the visible tests pass, as pytest -q prints it."""
     n = rng.randint(1, 8)
     seconds = rng.choice(["0.01", "0.01", "0.02", "0.03", "0.05", "0.08", "0.12"])
     return f"{'.' * n:<73}[100%]\n{n} passed in {seconds}s\n[pytest exit code 0]"
+
+
+def _call_id(turn: int) -> str:
+    """The id the runtime gives a turn's first tool call."""
+    return f"call_{turn}_0"
 
 
 def demonstration(rng: random.Random, *, mistake_rate: float) -> list[dict[str, Any]]:
@@ -298,7 +294,9 @@ def demonstration(rng: random.Random, *, mistake_rate: float) -> list[dict[str, 
     mistake = rng.choices(list(MISTAKES), weights=list(MISTAKES.values()))[0] if rng.random() < mistake_rate else None
     turn = 0
     if rng.random() < RUN_TESTS_RATE:
-        messages += _call(turn, "run_tests", {}, tests_output(rng), content=RUN_TESTS_NOTE)
+        messages += tool_call_messages(
+            "run_tests", {}, tests_output(rng), call_id=_call_id(turn), content=RUN_TESTS_NOTE
+        )
         turn += 1
     if mistake != "no_edit":
         old, new = drill.wrong, drill.right
@@ -307,7 +305,8 @@ def demonstration(rng: random.Random, *, mistake_rate: float) -> list[dict[str, 
             new = drill.wrong_fix
         elif mistake == "miscopy":
             old, result = miscopy(rng, drill.wrong), not_found(drill.path)
-        messages += _call(turn, "str_replace", {"path": drill.path, "old_str": old, "new_str": new}, result)
+        arguments = {"path": drill.path, "old_str": old, "new_str": new}
+        messages += tool_call_messages("str_replace", arguments, result, call_id=_call_id(turn))
         turn += 1
-    messages += _call(turn, "submit", {}, SUBMITTED)
+    messages += tool_call_messages("submit", {}, SUBMITTED, call_id=_call_id(turn))
     return messages

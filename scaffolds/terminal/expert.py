@@ -7,6 +7,8 @@ import random
 import re
 from typing import Any
 
+from agentrl.scaffolds.demonstration import tool_call_messages
+
 from agentrl.types import Task
 
 FINAL_ANSWER = "Done."
@@ -42,10 +44,5 @@ def demonstration(task: Task, rng: random.Random, *, mistake_rate: float) -> lis
             return [*messages, {"role": "assistant", "content": FINAL_ANSWER}]
         wrong = rng.choice([n for n in TRAIN_NAMES if n not in names])
         command = re.sub(rf"\b{rng.choice(names)}\b", wrong, command)
-    call = {"type": "function", "id": "call_0_0", "function": {"name": "bash", "arguments": {"command": command}}}
-    return [
-        *messages,
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_0_0", "name": "bash", "content": "(no output)"},
-        {"role": "assistant", "content": FINAL_ANSWER},
-    ]
+    messages += tool_call_messages("bash", {"command": command}, "(no output)", call_id="call_0_0")
+    return [*messages, {"role": "assistant", "content": FINAL_ANSWER}]

@@ -51,20 +51,24 @@ def source(*names):
     return take
 
 
+def two_groups_and_one_spare(scaffold, policy, tools, max_staleness_steps):
+    return PartialRollouts(
+        scaffold,
+        policy,
+        tools,
+        samples_per_prompt=2,
+        groups_per_step=2,
+        extra_groups=1,
+        max_staleness_steps=max_staleness_steps,
+    )
+
+
 async def run_steps(tiny_tokenizer, *, max_staleness_steps, step_tasks):
     policy = ScriptedPolicy(tiny_tokenizer, script, logprob=-0.5)
     scaffold = ReactScaffold(tools=[wait], rollout=RolloutConfig(max_turns=3))
     out = []
     async with ToolClient(app=create_app([wait])) as tools:
-        partial = PartialRollouts(
-            scaffold,
-            policy,
-            tools,
-            samples_per_prompt=2,
-            groups_per_step=2,
-            extra_groups=1,
-            max_staleness_steps=max_staleness_steps,
-        )
+        partial = two_groups_and_one_spare(scaffold, policy, tools, max_staleness_steps)
         for step, names in enumerate(step_tasks, start=1):
             groups = await partial.collect(step, source(*names))
             out.append((groups, partial.stats, [job.task.id for job in partial.carried]))
@@ -124,15 +128,7 @@ async def resumed_step(tiny_tokenizer, checkpoint, *, version, max_staleness_ste
     tasks = {name: Task(id=name, prompt=f"A {name.split('-')[0]} task.") for name in ("slow-c",)}
     new_tasks, asked = recording_source("fast-d", "fast-e", "fast-f")
     async with ToolClient(app=create_app([wait])) as tools:
-        partial = PartialRollouts(
-            scaffold,
-            policy,
-            tools,
-            samples_per_prompt=2,
-            groups_per_step=2,
-            extra_groups=1,
-            max_staleness_steps=max_staleness_steps,
-        )
+        partial = two_groups_and_one_spare(scaffold, policy, tools, max_staleness_steps)
         partial.restore(json.loads(json.dumps(checkpoint)), tasks)
         with RolloutProgress() as progress:
             groups = await partial.collect(2, new_tasks, progress=progress)
