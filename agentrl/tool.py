@@ -21,11 +21,11 @@ results with `is_error=True` and a typed `error_type` (bad_arguments, timeout, f
 better raises `ToolError(message, error_type=...)` (a `SandboxError` is one, typed `sandbox_error`).
 
 A toolset is a class whose methods are decorated. The tool server makes one instance per session (`cls()`),
-so instance attributes are per-session state; a `setup` classmethod, if defined, runs once per server before
-the first session (shared read-only resources), and a `teardown` classmethod when the server stops; a class with `uses_sandbox = True` is made as `cls(sandbox)`
-and gets the session's sandbox (see `agentrl/sandbox`); `close()` (sync or async), if defined, runs when the session
-ends; `fork()`, if defined, replaces `copy.deepcopy` when a session is forked; `serial = True` makes the calls
-of one session run one at a time.
+so instance attributes are per-session state. Optional hooks: a `setup` classmethod runs once per server before
+the first session (shared read-only resources) and a `teardown` classmethod when the server stops; a class with
+`uses_sandbox = True` is made as `cls(sandbox)` and gets the session's sandbox (see `agentrl/sandbox`);
+`close()` (sync or async) runs when the session ends; `fork()` replaces `copy.deepcopy` when a session is
+forked; `serial = True` makes the calls of one session run one at a time.
 """
 
 from __future__ import annotations

@@ -99,21 +99,25 @@ class BwrapBackend:
             raise SandboxError("this tool server does not allow network access in sandboxes")
         uid = self._take_uid()
         family_dir = self.root / uuid.uuid4().hex
-        family_dir.mkdir(mode=0o700)
         name = workspace.name if workspace is not None else uuid.uuid4().hex
-        if workspace is not None:
-            await asyncio.to_thread(_move, workspace, family_dir / name, uid)
-        else:
-            (family_dir / name).mkdir()
-        if uid is not None:
-            for path in (family_dir, family_dir / name):
-                os.chown(path, uid, uid)
+        try:
+            family_dir.mkdir(mode=0o700)
+            if workspace is not None:
+                await asyncio.to_thread(_move, workspace, family_dir / name, uid)
+            else:
+                (family_dir / name).mkdir()
+            if uid is not None:
+                for path in (family_dir, family_dir / name):
+                    os.chown(path, uid, uid)
+        except OSError as exc:
+            await self._abandon_start(uid, family_dir, name, workspace)
+            raise SandboxError(f"cannot prepare the sandbox's workspace: {exc}") from exc
         ours, theirs = socket.socketpair()
         try:
             process = await asyncio.to_thread(self._spawn, bwrap, family_dir, name, theirs, uid, network)
         except OSError as exc:
             ours.close()
-            self._release(uid, family_dir)
+            await self._abandon_start(uid, family_dir, name, workspace)
             raise SandboxError(f"cannot start bwrap: {exc}") from exc
         finally:
             theirs.close()
@@ -122,9 +126,12 @@ class BwrapBackend:
         channel = WorkerChannel(ours)
         try:
             _, pid = await asyncio.wait_for(channel.hello(), _HELLO_TIMEOUT_S)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:
             channel.close()
-            await self.leave(family, name)
+            self.families.discard(family)
+            kill_tree(process.pid)
+            await asyncio.to_thread(process.wait)
+            await self._abandon_start(uid, family_dir, name, workspace)
             raise SandboxError(f"the sandbox did not start: {exc} (run `bwrap` by hand to see why)") from exc
         return family, name, channel, pid
 
@@ -209,6 +216,14 @@ class BwrapBackend:
             start_new_session=True,
             **identity,
         )
+
+    async def _abandon_start(self, uid: int | None, family_dir: Path, name: str, workspace: Path | None) -> None:
+        """Undo a start that failed: a workspace that was moved in goes back where it came from, so the
+        session's files survive and its next call can try again."""
+        moved = family_dir / name
+        if workspace is not None and moved.exists() and not workspace.exists():
+            await asyncio.to_thread(os.rename, moved, workspace)
+        await asyncio.to_thread(self._release, uid, family_dir)
 
     def _take_uid(self) -> int | None:
         if os.geteuid() != 0:

@@ -204,3 +204,33 @@ def test_sandboxes_start_when_the_package_lives_in_a_private_directory(tmp_path:
         assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr[-2000:]
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+async def test_a_worker_that_fails_to_restart_keeps_the_workspace(sandbox_root: Path) -> None:
+    """A worker killed, then its replacement failing to start (here: no interpreter), must not cost the session
+    its files: the failed start is a sandbox_error, and the next start finds the workspace where it was."""
+    from dataclasses import replace
+
+    from agentrl.sandbox.bwrap import BwrapBackend
+    from agentrl.sandbox.local import LocalSandbox
+    from agentrl.sandbox.processes import kill_tree, wait_gone
+    from agentrl.sandbox.result import SandboxError
+
+    config = SandboxConfig(root_dir=str(sandbox_root))
+    backend = BwrapBackend(config)
+    sandbox = await LocalSandbox.start(backend)
+    try:
+        await sandbox.write_file("notes.txt", "kept\n")
+        await wait_gone(kill_tree(sandbox.pid))
+        with pytest.raises(SandboxError, match="died"):
+            await sandbox.run_python("1", timeout_s=5)
+        backend.config = replace(config, python="/nonexistent/python3")
+        for _ in range(2):
+            with pytest.raises(SandboxError, match="did not start"):
+                await sandbox.run_python("1", timeout_s=5)
+        backend.config = config
+        result = await sandbox.run_python("print(open('notes.txt').read(), end='')", timeout_s=5)
+        assert result.stdout == "kept\n" and result.exit_code == 0
+    finally:
+        await sandbox.close()
+        await backend.close_all()

@@ -130,7 +130,8 @@ async def load_and_faults(url: str, server_pid: int) -> None:
         untyped = [a[0] for a in all_answers.values() if not hasattr(a[0], "is_error")]
         assert not untyped, f"{len(untyped)} calls raised instead of answering, e.g. {untyped[0]!r}"
         errors = Counter(a[0].error_type for a in all_answers.values() if a[0].is_error)
-        assert set(errors) <= {"sandbox_error"}, errors
+        odd = {a[0].error_type: a[0].text for a in all_answers.values() if a[0].is_error}
+        assert set(errors) <= {"sandbox_error"}, (errors, odd)
         for call_id, (result,) in all_answers.items():
             assert result.is_error or result.text == call_id, (call_id, result)
         assert 0 < sum(errors.values()) < 0.2 * len(all_answers), errors
