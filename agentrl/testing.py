@@ -66,12 +66,14 @@ def serve_in_thread(app: Any, *, port: int = 0, startup_timeout_s: float = 10.0)
     """
     import uvicorn
 
+    from agentrl.tool_server import KEEP_ALIVE_S
+
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and Nagle's algorithm
     # would add ~40 ms to every request.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + startup_timeout_s

@@ -36,6 +36,11 @@ from agentrl.tool_sessions import SessionError, ToolSessions
 
 logger = logging.getLogger(__name__)
 
+KEEP_ALIVE_S = 65
+"""How long the server keeps an idle connection open. Longer than any client's pool keeps one (httpx: 5 s): at
+uvicorn's default, also 5 s, a client could send a request on a connection the server was closing that instant,
+and the request failed with a ReadError although the server was up."""
+
 
 class OpenSessionRequest(BaseModel):
     tools: list[str] | None = None
@@ -153,4 +158,5 @@ def serve(
 
     if token is None and host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("serving tools on %s without a token: anyone who can reach it can run them", host)
-    uvicorn.run(create_app(toolsets, token=token, config=config), host=host, port=port, log_level=log_level)
+    app = create_app(toolsets, token=token, config=config)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_S)

@@ -276,3 +276,21 @@ async def test_only_requests_the_server_deduplicates_are_retried_after_it_may_ha
         with pytest.raises(ToolServerUnavailable, match="after 3 attempts"):
             await session.call(call("whoami", "c1"))  # idempotent by call_id: retried
         assert hang_up.requests[1:] == [b"/sessions/s1/call"] * 3
+
+
+def test_the_server_keeps_idle_connections_longer_than_the_client_pool(servers: Servers) -> None:
+    """A pooled connection reused after httpx's keep-alive expiry (5 s) must still be open on the server: at
+    uvicorn's default (also 5 s) a request could go out on a connection the server was closing, and fail."""
+    import http.client
+
+    host, port = servers.urls[0].removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        for wait_s in (0.0, 6.0):
+            time.sleep(wait_s)
+            connection.request("GET", "/health")  # the same socket: http.client reconnects only when told
+            response = connection.getresponse()
+            assert response.status == 200
+            response.read()
+    finally:
+        connection.close()
