@@ -9,7 +9,8 @@
     POST   /sessions/{id}/fork      → {"session_id"} of a copy of the session's state
 
 Tool failures are results with `is_error: true` and HTTP 200; only malformed requests (4xx), unknown sessions
-(404) and load limits (503, with `Retry-After`; the client backs off and retries) are HTTP errors. The state
+(404) and load limits (503, with `Retry-After`; the client backs off and retries) are HTTP errors. A session
+made for a requester that hung up meanwhile (open or fork) is closed at once. The state
 behind the app — sessions, sandboxes, admission control, expiry — is `agentrl.tool_sessions.ToolSessions`.
 
 `create_app` serves under uvicorn (`serve`) or in-process through `httpx.ASGITransport`
@@ -107,11 +108,18 @@ def _api_router(server: ToolSessions) -> APIRouter:
     async def tools(names: str | None = None) -> list[dict[str, Any]]:
         return server.schemas([n for n in names.split(",") if n] if names else None)
 
+    async def reply_or_close(http: Request, session_id: str) -> dict[str, str]:
+        # A requester that hung up while its session was made (a cancelled rollout) never learns the id, and
+        # the session, sandbox and all, would wait for the idle reaper: close it now.
+        if await http.is_disconnected():
+            await server.close_session(session_id)
+        return {"session_id": session_id}
+
     @router.post("/sessions")
-    async def open_session(request: OpenSessionRequest | None = None) -> dict[str, str]:
+    async def open_session(http: Request, request: OpenSessionRequest | None = None) -> dict[str, str]:
         request = request or OpenSessionRequest()
         session = await server.open_session(request.tools, network=request.network)
-        return {"session_id": session.id}
+        return await reply_or_close(http, session.id)
 
     @router.delete("/sessions/{session_id}")
     async def close_session(session_id: str) -> dict[str, str]:
@@ -125,9 +133,9 @@ def _api_router(server: ToolSessions) -> APIRouter:
         return result.to_json()
 
     @router.post("/sessions/{session_id}/fork")
-    async def fork(session_id: str) -> dict[str, str]:
+    async def fork(http: Request, session_id: str) -> dict[str, str]:
         forked = await server.fork_session(server.get(session_id))
-        return {"session_id": forked.id}
+        return await reply_or_close(http, forked.id)
 
     return router
 

@@ -433,3 +433,30 @@ async def test_serve_in_a_subprocess() -> None:
     finally:
         process.terminate()
         await asyncio.wait_for(process.wait(), timeout=10)
+
+
+async def test_a_fork_whose_requester_hung_up_is_closed_at_once(server_url: str) -> None:
+    """A rollout cancelled while its fork was being made never learns the new session's id: the server closes
+    that session itself instead of leaving it to the idle reaper."""
+
+    async def open_sessions(raw: httpx.AsyncClient) -> float:
+        return metric((await raw.get(f"{server_url}/metrics")).text, "agentrl_tool_sessions_active")
+
+    async with ToolClient(server_url) as tools, httpx.AsyncClient() as raw:
+        session = await tools.open_session()
+        napping = asyncio.create_task(session.call(ToolCall(id="n", name="nap", arguments={"seconds": 1.0})))
+        await asyncio.sleep(0.2)
+        fork = asyncio.create_task(session.fork())  # the fork waits for the nap to end
+        await asyncio.sleep(0.2)
+        fork.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await fork
+        await napping
+        deadline = asyncio.get_running_loop().time() + 5
+        while await open_sessions(raw) != 1 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert await open_sessions(raw) == 1
+        forked = await session.fork()  # a fork nobody abandoned stays open
+        assert await open_sessions(raw) == 2
+        await forked.close()
+        await session.close()
