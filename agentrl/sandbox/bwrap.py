@@ -110,14 +110,16 @@ class BwrapBackend:
                 for path in (family_dir, family_dir / name):
                     os.chown(path, uid, uid)
         except OSError as exc:
-            await self._abandon_start(uid, family_dir, name, workspace)
+            await _put_back(family_dir / name, workspace)
+            self._release(uid, family_dir)
             raise SandboxError(f"cannot prepare the sandbox's workspace: {exc}") from exc
         ours, theirs = socket.socketpair()
         try:
             process = await asyncio.to_thread(self._spawn, bwrap, family_dir, name, theirs, uid, network)
         except OSError as exc:
             ours.close()
-            await self._abandon_start(uid, family_dir, name, workspace)
+            await _put_back(family_dir / name, workspace)
+            self._release(uid, family_dir)
             raise SandboxError(f"cannot start bwrap: {exc}") from exc
         finally:
             theirs.close()
@@ -128,10 +130,8 @@ class BwrapBackend:
             _, pid = await asyncio.wait_for(channel.hello(), _HELLO_TIMEOUT_S)
         except (OSError, TimeoutError, ValueError) as exc:
             channel.close()
-            self.families.discard(family)
-            kill_tree(process.pid)
-            await asyncio.to_thread(process.wait)
-            await self._abandon_start(uid, family_dir, name, workspace)
+            await _put_back(family_dir / name, workspace)
+            await self.leave(family, name, keep_workspace=True)
             raise SandboxError(f"the sandbox did not start: {exc} (run `bwrap` by hand to see why)") from exc
         return family, name, channel, pid
 
@@ -217,14 +217,6 @@ class BwrapBackend:
             **identity,
         )
 
-    async def _abandon_start(self, uid: int | None, family_dir: Path, name: str, workspace: Path | None) -> None:
-        """Undo a start that failed: a workspace that was moved in goes back where it came from, so the
-        session's files survive and its next call can try again."""
-        moved = family_dir / name
-        if workspace is not None and moved.exists() and not workspace.exists():
-            await asyncio.to_thread(os.rename, moved, workspace)
-        await asyncio.to_thread(self._release, uid, family_dir)
-
     def _take_uid(self) -> int | None:
         if os.geteuid() != 0:
             return None
@@ -258,6 +250,13 @@ def remove_orphaned_roots(base: Path) -> None:
         pid = path.name[len(_ROOT_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(path, ignore_errors=True)
+
+
+async def _put_back(moved: Path, workspace: Path | None) -> None:
+    """After a start that failed: a workspace that was moved in goes back where it came from, so the session's
+    files survive the sandbox's removal and its next call can try again."""
+    if workspace is not None and moved.exists() and not workspace.exists():
+        await asyncio.to_thread(os.rename, moved, workspace)
 
 
 def _move(source: Path, target: Path, uid: int | None) -> None:
