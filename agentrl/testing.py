@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
 import socket
@@ -34,17 +33,6 @@ def echo(text: str) -> str:
         text: The text to echo back.
     """
     return f"echo[{ECHO_STAMP}]: {text}"
-
-
-@tool
-async def wait(seconds: float) -> str:
-    """Wait, then say so: a tool call that takes as long as the test needs.
-
-    Args:
-        seconds: How long to wait.
-    """
-    await asyncio.sleep(seconds)
-    return "waited"
 
 
 class Counter:

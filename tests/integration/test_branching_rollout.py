@@ -21,7 +21,7 @@ from agentrl.config import RolloutConfig
 from agentrl.progress import RolloutProgress
 from agentrl.rollout import BranchingCollector, collect_groups, trajectory_seed
 from agentrl.sandbox.config import SandboxConfig
-from agentrl.testing import ScriptedPolicy, echo, serve_in_thread, wait
+from agentrl.testing import ScriptedPolicy, echo, serve_in_thread
 from agentrl.tool import tool
 from agentrl.tool_client import ToolClient
 from agentrl.tool_server import create_app
@@ -175,6 +175,17 @@ def _gate():
 
 
 # --- timeouts and cancellation (real tool server on 127.0.0.1) -------------------------------------------------
+
+
+@tool
+async def wait(seconds: float) -> str:
+    """Wait, then say so.
+
+    Args:
+        seconds: How long to wait.
+    """
+    await asyncio.sleep(seconds)
+    return "waited"
 
 
 class SlowFirstFork:

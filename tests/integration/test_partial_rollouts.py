@@ -4,6 +4,7 @@ carried groups come back from the checkpoint as tasks that are re-issued before 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -13,13 +14,25 @@ from agentrl.checkpoint import TrainerState
 from agentrl.config import RolloutConfig, load_config
 from agentrl.partial_rollouts import PartialRollouts
 from agentrl.progress import RolloutProgress
-from agentrl.testing import ScriptedPolicy, wait
+from agentrl.testing import ScriptedPolicy
+from agentrl.tool import tool
 from agentrl.tool_client import ToolClient
 from agentrl.tool_server import create_app
 from agentrl.trainer import Trainer
 from agentrl.types import StopReason, Task
 
 pytestmark = pytest.mark.integration
+
+
+@tool
+async def wait(seconds: float) -> str:
+    """Wait, then say so.
+
+    Args:
+        seconds: How long to wait.
+    """
+    await asyncio.sleep(seconds)
+    return "waited"
 
 
 def script(prompt: str) -> str:
