@@ -311,10 +311,6 @@ def main() -> None:
     app()
 
 
-if __name__ == "__main__":
-    main()
-
-
 @bench_app.command("tools")
 def bench_tools(
     sessions: Annotated[int, typer.Option(help="Concurrent sessions issuing calls.")] = 32,
@@ -378,3 +374,7 @@ def bench_generate(
     from agentrl.bench.generate_bench import run_benchmark
 
     typer.echo(json.dumps(run_benchmark(trajectories, turns, max_new_tokens, threads, repeats), indent=2))
+
+
+if __name__ == "__main__":
+    main()
