@@ -135,12 +135,10 @@ def make_deterministic(seed: int) -> None:
 
 def demonstrations(mistake_rate: dict[str, float], seed: int, names: tuple[str, ...]) -> list[dict[str, Any]]:
     """The named sources' demonstrations, with the tool schemas each is rendered with for the tokenizer."""
-    out = []
-    for name, source in _sources().items():
-        if name not in names:
-            continue
+    sources, out = _sources(), []
+    for name in names:
         rng = random.Random(f"{seed}/{name}")
-        for messages, schemas in source(rng, mistake_rate[name]):
+        for messages, schemas in sources[name](rng, mistake_rate[name]):
             out.append({"messages": messages, "tools": schemas, "scaffold": name})
     return out
 
