@@ -86,8 +86,8 @@ class RolloutConfig:
     """Trajectories in flight at once."""
     trajectory_timeout_s: float = 0.0
     """Wall-clock limit of one trajectory, branches included (each from when it gets a slot); one that runs over
-    is cancelled, its tool session closed, and it counts as an infrastructure failure. Not applied to groups
-    carried over by partial rollouts (their clock would run while parked between steps). 0 = no limit."""
+    is cancelled, its tool session closed, and it counts as an infrastructure failure. With partial rollouts the
+    clock stops while a carried trajectory is parked between steps. 0 = no limit."""
     max_tool_output_chars: int = 2000
     """Tool output longer than this is truncated (with a marker) before it reaches the policy."""
     branching: str = "none"

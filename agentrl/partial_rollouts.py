@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.branching import BranchRule
+from agentrl.episode_clock import clock_stopped
 from agentrl.rollout import Slots, collect_groups
 from agentrl.types import Completion, Task, Trajectory, TrajectoryGroup
 
@@ -63,7 +64,8 @@ class PolicyGate:
         if not self.open.is_set():
             self.parked += 1
             try:
-                await self.open.wait()
+                with clock_stopped():  # a parked trajectory waits for the trainer, not for itself
+                    await self.open.wait()
             finally:
                 self.parked -= 1
         return await self.policy.generate(prompt_ids, params)
@@ -119,6 +121,7 @@ class PartialRollouts:
         seed: int = 0,
         max_concurrent: int = 256,
         branching: BranchRule | None = None,
+        timeout_s: float = 0.0,
     ) -> None:
         self.scaffold, self.tools, self.gate = scaffold, tools, PolicyGate(policy)
         self.samples_per_prompt, self.groups_per_step, self.extra_groups = (
@@ -127,7 +130,7 @@ class PartialRollouts:
             extra_groups,
         )
         self.max_staleness_steps, self.seed, self.branching = max_staleness_steps, seed, branching
-        self.max_concurrent = max_concurrent
+        self.max_concurrent, self.timeout_s = max_concurrent, timeout_s
         self._slots: Slots | None = None
         self.carried: list[_GroupJob] = []
         self.restored: list[_Carried] = []
@@ -217,6 +220,7 @@ class PartialRollouts:
             branching=self.branching,
             slots=self._slots,
             on_done=finished,
+            timeout_s=self.timeout_s,
         )
         job.future = asyncio.ensure_future(coro)
         return job

@@ -32,6 +32,7 @@ from agentrl.branching import (
     initial_rollouts,
     segment_entropy,
 )
+from agentrl.episode_clock import play_one
 from agentrl.types import StopReason, Task, Trajectory, TrajectoryGroup
 
 
@@ -70,23 +71,6 @@ def infra_failure(
         policy_version=getattr(policy, "version", 0),
         parent_id=parent_id,
     )
-
-
-async def play_one(
-    episode: Awaitable[Trajectory], timeout_s: float, fail: Callable[[BaseException], Trajectory]
-) -> Trajectory:
-    """Await one episode with at most `timeout_s` seconds (0: no limit); a crash or an overrun becomes
-    `fail(error)`, an infrastructure failure of this trajectory only. The episode runs in the caller's task, so
-    the cancellation that ends an overrun unwinds it there and its tool session is closed before this returns."""
-    try:
-        async with asyncio.timeout(timeout_s if timeout_s > 0 else None) as limit:
-            return await episode
-    except TimeoutError as e:
-        if limit.expired():
-            return fail(TimeoutError(f"the trajectory ran past rollout.trajectory_timeout_s={timeout_s:g}"))
-        return fail(e)
-    except Exception as e:  # a scaffold crash is an infrastructure failure of this trajectory only
-        return fail(e)
 
 
 async def collect_groups(

@@ -308,6 +308,7 @@ class Trainer:
             seed=self.config.seed,
             max_concurrent=r.max_concurrent_trajectories,
             branching=r.branch_rule,
+            timeout_s=r.trajectory_timeout_s,
         )
 
     def _tool_backend(self) -> ToolClient:

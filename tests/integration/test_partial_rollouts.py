@@ -38,7 +38,7 @@ async def wait(seconds: float) -> str:
 def script(prompt: str) -> str:
     if "<tool_response>" in prompt:
         return "done"
-    seconds = 0.6 if "slow" in prompt else 0.0
+    seconds = 5.0 if "A stuck task" in prompt else 0.6 if "A slow task" in prompt else 0.0
     return "<tool_call>\n" + json.dumps({"name": "wait", "arguments": {"seconds": seconds}}) + "\n</tool_call>"
 
 
@@ -51,7 +51,7 @@ def source(*names):
     return take
 
 
-def two_groups_and_one_spare(scaffold, policy, tools, max_staleness_steps):
+def two_groups_and_one_spare(scaffold, policy, tools, max_staleness_steps, timeout_s=0.0):
     return PartialRollouts(
         scaffold,
         policy,
@@ -60,6 +60,7 @@ def two_groups_and_one_spare(scaffold, policy, tools, max_staleness_steps):
         groups_per_step=2,
         extra_groups=1,
         max_staleness_steps=max_staleness_steps,
+        timeout_s=timeout_s,
     )
 
 
@@ -104,6 +105,27 @@ async def test_a_group_beyond_the_staleness_bound_is_dropped(tiny_tokenizer):
     assert first_carried == ["slow-c"]
     assert second_stats.dropped_stale_groups == 1 and "slow-c" not in {g.task.id for g in second}
     assert all(t.policy_version == 1 for g in second for t in g.trajectories)
+
+
+async def test_the_timeout_counts_running_time_not_time_parked_between_steps(tiny_tokenizer):
+    """`trajectory_timeout_s=1.5`: the slow group runs 0.6 s, is parked for 2 s, and still answers at the next
+    step; the stuck one (a 5 s tool call) is cut off at 1.5 s as an infrastructure failure."""
+    policy = ScriptedPolicy(tiny_tokenizer, script)
+    scaffold = ReactScaffold(tools=[wait], rollout=RolloutConfig(max_turns=3))
+    async with ToolClient(app=create_app([wait])) as tools:
+        partial = two_groups_and_one_spare(scaffold, policy, tools, max_staleness_steps=2, timeout_s=1.5)
+        first = await partial.collect(1, source("fast-a", "fast-b", "slow-c"))
+        assert [job.task.id for job in partial.carried] == ["slow-c"]
+        await asyncio.sleep(2.0)  # parked: the learner's update between steps
+        second = await partial.collect(2, source("stuck-d", "fast-e"))
+        third = await partial.collect(3, source("fast-f", "fast-g"))
+        await partial.aclose()
+    assert sorted(g.task.id for g in first) == ["fast-a", "fast-b"]
+    slow = next(g for g in second if g.task.id == "slow-c")
+    assert [t.stop_reason for t in slow.trajectories] == [StopReason.ANSWERED] * 2
+    stuck = next(g for g in second + third if g.task.id == "stuck-d")
+    assert [t.stop_reason for t in stuck.trajectories] == [StopReason.INFRA_ERROR] * 2
+    assert all("trajectory_timeout_s=1.5" in t.error for t in stuck.trajectories)
 
 
 # --- resume: carried groups outlive the process as tasks to re-issue -----------------------------------------
