@@ -28,8 +28,8 @@ from torch import Tensor
 from agentrl.advantages import mc_grpo, median_pivots
 from agentrl.branch_credit import attribute_branches
 from agentrl.config import TrainerConfig
-from agentrl.learner import TrainSample
 from agentrl.registry import resolve
+from agentrl.train_batch import TrainSample
 from agentrl.turn_batch import TurnBatch, token_advantages, token_entropies
 from agentrl.types import Trajectory, TrajectoryGroup
 
