@@ -1,7 +1,7 @@
 """The worked examples of algorithms.md §7, reproduced through the public functions with the numbers given there.
 
-§7.1 (ARPO/AEPO branch probabilities) is a rule of the branching rollout engine, which is project issue 6 and not
-part of the reward/credit/loss stack: there is no public function to reproduce it through yet.
+§7.1 (ARPO/AEPO branch probabilities) is a rule of the branching rollout engine; its worked example is in
+`tests/unit/test_branching.py`.
 """
 
 from __future__ import annotations

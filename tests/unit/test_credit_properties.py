@@ -1,8 +1,9 @@
 """The property checklist of algorithms.md §8, asserted with hypothesis for every credit assigner, advantage
 estimator, loss and reward combinator it covers.
 
-Not covered here: the ARPO/AEPO rollout properties (exactly n rollouts per prompt, byte-identical fork prefixes,
-per-batch resets, pre-monitoring m ∈ [1, k]) belong to the branching rollout engine of project issue 6.
+The ARPO/AEPO rollout properties (exactly k rollouts per prompt, byte-identical fork prefixes, pre-monitoring
+m ∈ [1, k]) are properties of the branching rollout engine and are asserted with it: `tests/unit/test_branching.py`
+and `tests/integration/test_branching_rollout.py`.
 """
 
 from __future__ import annotations
