@@ -1,14 +1,16 @@
 """Synthetic drills for the GUI scaffold's easy tier: warm-starting a small policy on one-click goals.
 
 An easy goal is "Click the <role> labelled '<name>'." on a page whose outline numbers its interactive elements;
-solving it means finding that element in the outline and calling `click` with its number. The tiny policy sees
+solving it means calling `click` on that element, by its number in the outline or by its label. The drills click
+by label, which a small policy learns by copying the goal's quoted name (looking a number up in the outline takes
+more than its few layers learn from a warm start). The tiny policy sees
 no tool schemas, so it learns the tool and the numbering from demonstrations alone, and the few bundled easy
 tasks would teach it their pages rather than the skill. A drill therefore draws a page at random: a title,
 headings, text lines and 3-12 numbered elements of the roles the bundled applications use, named from a broad
 vocabulary that holds the applications' kinds of labels ("Mark done: ...", "Add ... to cart", "Cart (2)") but
 mostly other words, so the only way to the right number is to look the label up. The conversation has the format
 of a real episode: the scaffold's system prompt, the goal and the start page's outline as the user message, one
-`click`, the outline of the page it leads to as the tool's reply, and `done`.
+`click(label=...)`, the outline of the page it leads to as the tool's reply, and `done`.
 
 The bundled tasks are never used for drills, and no drill's page holds an element that a held-out (`test`) easy
 task names, so those tasks stay unseen.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -135,8 +138,12 @@ def _pick_target(rng: random.Random, page: Page) -> int | None:
     if not roles:
         return None
     role = rng.choices(roles, weights=[TARGET_ROLES[r] for r in roles])[0]
-    # the goal quotes the name in single quotes: a name with one would be ambiguous
-    numbers = [k for k, e in enumerate(elements, 1) if e.role == role and "'" not in e.name]
+    # the goal quotes the name in single quotes: a name with one would be ambiguous; and a click by label needs the
+    # label to name one element of the page
+    labels = Counter(e.name.casefold() for e in elements)
+    numbers = [
+        k for k, e in enumerate(elements, 1) if e.role == role and "'" not in e.name and labels[e.name.casefold()] == 1
+    ]
     return rng.choice(numbers) if numbers else None
 
 
@@ -152,11 +159,14 @@ def _start(rng: random.Random) -> tuple[Page, int, int]:
             return page, target, port
 
 
-def _wrong_number(rng: random.Random, kind: str, target: int, n: int) -> int:
-    if kind == "neighbour":
-        near = [k for k in (target - 1, target + 1) if 1 <= k <= n]
+def _wrong_number(rng: random.Random, kind: str, target: int, page: Page) -> int:
+    """Another element to click by mistake, one whose label names only it (a click by label reaches it)."""
+    labels = Counter(e.name.casefold() for e in page.elements)
+    clickable = [k for k, e in enumerate(page.elements, 1) if k != target and labels[e.name.casefold()] == 1]
+    near = [k for k in (target - 1, target + 1) if k in clickable]
+    if kind == "neighbour" and near:
         return rng.choice(near)
-    return rng.choice([k for k in range(1, n + 1) if k != target])
+    return rng.choice(clickable) if clickable else target
 
 
 def demonstration(rng: random.Random, *, mistake_rate: float) -> list[dict[str, Any]]:
@@ -171,8 +181,9 @@ def demonstration(rng: random.Random, *, mistake_rate: float) -> list[dict[str, 
     if mistake == "give_up":
         messages.append({"role": "assistant", "content": "done"})
         return messages
-    number = target if mistake is None else _wrong_number(rng, mistake, target, len(page.elements))
+    number = target if mistake is None else _wrong_number(rng, mistake, target, page)
     result = outline(after_click(rng, page, number), port)
-    messages += tool_call_messages("click", {"id": number}, result, call_id="call_0_0")
+    label = page.elements[number - 1].name
+    messages += tool_call_messages("click", {"label": label}, result, call_id="call_0_0")
     messages.append({"role": "assistant", "content": "done"})
     return messages

@@ -22,8 +22,8 @@ from agentrl.scaffolds.gui.web_app import AppState
 from agentrl.types import Task
 
 SYSTEM_PROMPT = (
-    "You operate a web browser. Act on the page with the tools, using the element numbers in brackets. "
-    "When the goal is done, reply with only: done"
+    "You operate a web browser. Act on the page with the tools, naming an element by its number in brackets or by "
+    "its label. When the goal is done, reply with only: done"
 )
 TEST_EVERY = 4
 """Within each tier, every `TEST_EVERY`-th task is held out."""

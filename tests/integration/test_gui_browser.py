@@ -107,6 +107,36 @@ async def test_failures_are_typed_tool_errors(tools) -> None:
     await session.close()
 
 
+async def test_elements_can_be_named_by_label(tools) -> None:
+    session = await tools.open_session()
+    key, page = await start(session, "/settings")
+    await call(session, "type", label="Display name", text="Kim")
+    await call(session, "select", label="theme", option="System")  # case and spacing aside
+    clicked = await call(session, "click", label="Newsletter")
+    assert '"Newsletter" checked' in clicked.text and 'value="Kim"' in clicked.text
+    await call(session, "click", label="Save settings")
+    settings = app_server().state(key)["settings"].data["settings"]
+    assert (settings["display_name"], settings["theme"], settings["newsletter"]) == ("Kim", "System", True)
+
+    unknown = await call(session, "click", label="Launch rockets")
+    assert (unknown.error_type, "observe()" in unknown.text) == ("not_found", True)
+    both = await call(session, "click", id=1, label="Newsletter")
+    neither = await call(session, "click")
+    assert both.error_type == neither.error_type == "bad_arguments"
+    await session.close()
+
+
+async def test_a_label_two_elements_share_is_refused_not_guessed(tools) -> None:
+    browser = Browser()
+    server = app_server()
+    await browser.navigate.call({"url": server.start_url(server.new_episode(), "/shop")})
+    await browser._page.set_content('<h1>Pick</h1><button>Go</button><a href="/shop">Go</a><button>Stay</button>')
+    ambiguous = await browser.click.call({"label": "Go"})
+    assert ambiguous.error_type == "bad_arguments" and re.search(r"\[\d+\] button; \[\d+\] link", ambiguous.text)
+    assert not (await browser.click.call({"label": "Stay"})).is_error
+    await browser.close()
+
+
 async def test_navigation_outside_the_allowed_origins_is_refused(tools) -> None:
     session = await tools.open_session()
     outside = await call(session, "navigate", url="https://example.com/")

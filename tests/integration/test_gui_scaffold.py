@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 from collections import Counter
 
 import pytest
@@ -51,8 +52,8 @@ def all_tasks(scaffold):
     return list(scaffold.tasks("train")) + list(scaffold.tasks("test"))
 
 
-async def play_all(scaffold, tools, policy) -> dict[str, Trajectory]:
-    """Every bundled task once, a few episodes at a time, scored by the scaffold's own rewards."""
+async def play_all(scaffold, tools, policy, tasks=None) -> dict[str, Trajectory]:
+    """Every bundled task (or these) once, a few episodes at a time, scored by the scaffold's own rewards."""
     rewards = RewardStack.from_specs(scaffold.reward_names())
     gate = asyncio.Semaphore(CONCURRENT_EPISODES)
 
@@ -63,7 +64,7 @@ async def play_all(scaffold, tools, policy) -> dict[str, Trajectory]:
             )
         return task.id, await rewards.score(task, trajectory)
 
-    return dict(await asyncio.gather(*(one(task) for task in all_tasks(scaffold))))
+    return dict(await asyncio.gather(*(one(task) for task in tasks or all_tasks(scaffold))))
 
 
 def test_bundled_tasks_cover_four_apps_three_tiers_and_both_splits(scaffold) -> None:
@@ -87,6 +88,22 @@ async def test_scripted_expert_solves_every_task(scaffold, tools, tiny_tokenizer
         steps = len(gui_tasks()[task_id][1].metadata["steps"])
         assert trajectory.stop_reason is StopReason.ANSWERED and trajectory.num_tool_calls == steps
         assert all(not r.is_error for turn in trajectory.turns for r in turn.tool_results)
+
+
+@in_module_loop
+async def test_clicking_the_goal_s_label_solves_every_easy_task(scaffold, tools, tiny_tokenizer) -> None:
+    """What the tiny policy learns: `click(label=...)` with the label the easy goal quotes, then done."""
+
+    def by_label(prompt: str) -> str:
+        if prompt.count("<|im_start|>assistant") > 1:
+            return "done"
+        role, label = re.search(r"Click the (\w+) labelled '([^']*)'\.", prompt).groups()
+        return "<tool_call>\n" + json.dumps({"name": "click", "arguments": {"label": label}}) + "\n</tool_call>"
+
+    easy = [t for t in all_tasks(scaffold) if t.metadata["tier"] == "easy"]
+    results = await play_all(scaffold, tools, ScriptedPolicy(tiny_tokenizer, by_label), easy)
+    failed = {k: (t.stop_reason, t.error, t.messages[-2:]) for k, t in results.items() if t.reward != 1.0}
+    assert len(results) >= 20 and not failed
 
 
 @in_module_loop

@@ -3,7 +3,9 @@
 One chromium serves the whole tool server (`SharedBrowser`); each session gets its own isolated
 `BrowserContext` (cookies, storage, cache), opened on the session's first call and closed with the session.
 Every action returns the page's new outline (see `page_snapshot.py`); `ScreenshotBrowser` adds a PNG of the
-viewport as an image content part.
+viewport as an image content part. Actions on an element name it by its number in the outline or by its label
+(`click(label="Sign in")`): a label matches exactly, else ignoring case and spacing; one that no element or
+several elements carry is an error naming the candidates.
 
 Origins: pages may load only from origins matching `AGENTRL_GUI_ALLOWED_ORIGINS` (comma-separated, `*` as a
 wildcard; default: any port on 127.0.0.1 and localhost). The first `navigate` of a session pins it to that
@@ -27,7 +29,14 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from agentrl.tools.gui.launcher import SharedBrowser
-from agentrl.tools.gui.page_snapshot import CAPTURE_JS, ID_ATTRIBUTE, RESTORE_JS, SNAPSHOT_JS, format_snapshot
+from agentrl.tools.gui.page_snapshot import (
+    CAPTURE_JS,
+    ID_ATTRIBUTE,
+    RESTORE_JS,
+    SNAPSHOT_JS,
+    format_snapshot,
+    outline_elements,
+)
 
 from agentrl.tool import ToolError, tool
 
@@ -83,28 +92,35 @@ class Browser:
     @tool
     async def observe(self) -> Any:
         """Show the current page: its address, title and an outline in which every element you can act on has a
-        number in brackets, e.g. `[3] button "Save"`. Use these numbers with click, type and select."""
+        number in brackets, e.g. `[3] button "Save"`. Use these numbers (or the quoted labels) with click, type
+        and select."""
         page = await self._live_page()
         return await self._observation(page)
 
     @tool
-    async def click(self, id: Annotated[int, "The number of the element, from the page outline."]) -> Any:
+    async def click(
+        self,
+        id: Annotated[int | None, "The number of the element, from the page outline."] = None,
+        label: Annotated[str | None, "Instead of a number: the element's label, as the outline quotes it."] = None,
+    ) -> Any:
         """Click an element of the page and show the page afterwards."""
         page = await self._live_page()
-        element = await self._element(page, id)
+        element = await self._target(page, id, label)
         await self._act(page, lambda: element.click())
         return await self._observation(page)
 
     @tool(name="type")
     async def type_text(
         self,
-        id: Annotated[int, "The number of a text field, from the page outline."],
+        id: Annotated[int | None, "The number of a text field, from the page outline."] = None,
+        *,
         text: Annotated[str, "The text to put in the field (replaces what the field held)."],
+        label: Annotated[str | None, "Instead of a number: the field's label, as the outline quotes it."] = None,
         enter: Annotated[bool, "Press Enter afterwards (submits most forms)."] = False,
     ) -> Any:
         """Type text into a field of the page and show the page afterwards."""
         page = await self._live_page()
-        element = await self._element(page, id)
+        element = await self._target(page, id, label)
         await self._act(page, lambda: element.fill(text))
         if enter:
             await self._act(page, lambda: element.press("Enter"))
@@ -113,19 +129,22 @@ class Browser:
     @tool
     async def select(
         self,
-        id: Annotated[int, "The number of a drop-down (combobox), from the page outline."],
+        id: Annotated[int | None, "The number of a drop-down (combobox), from the page outline."] = None,
+        *,
         option: Annotated[str, "The option to choose, by its visible text (or its value)."],
+        label: Annotated[str | None, "Instead of a number: the drop-down's label, as the outline quotes it."] = None,
     ) -> Any:
         """Choose an option of a drop-down and show the page afterwards."""
         page = await self._live_page()
-        element = await self._element(page, id)
+        element = await self._target(page, id, label)
+        named = f"[{id}]" if id is not None else repr(label)
         options = await self._act(page, lambda: element.evaluate(_OPTIONS_JS))
         if options is None:
-            raise ToolError(f"element [{id}] is not a drop-down", error_type="bad_arguments")
+            raise ToolError(f"element {named} is not a drop-down", error_type="bad_arguments")
         index = next((k for k, (text, value) in enumerate(options) if option.strip() in (text, value)), None)
         if index is None:
             names = ", ".join(repr(text) for text, _ in options)
-            raise ToolError(f"element [{id}] has no option {option!r}; options: {names}", error_type="bad_arguments")
+            raise ToolError(f"element {named} has no option {option!r}; options: {names}", error_type="bad_arguments")
         await self._act(page, lambda: element.select_option(index=index))
         return await self._observation(page)
 
@@ -251,13 +270,38 @@ class Browser:
             f"the page crashed and was reopened at {page.url}; observe() to continue", error_type="sandbox_error"
         )
 
-    async def _element(self, page: Any, id: int) -> Any:
+    async def _target(self, page: Any, id: int | None, label: str | None) -> Any:
+        """The element an action names, by its number or by its label (exactly one of the two)."""
+        if (id is None) == (label is None):
+            message = "name the element by its number (id) or by its label, one of them"
+            raise ToolError(message, error_type="bad_arguments")
+        if id is None:
+            id = await self._labelled(page, label)
         locator = page.locator(f"[{ID_ATTRIBUTE}='{int(id)}']")
         if await self._act(page, lambda: locator.count()) == 0:
             raise ToolError(
                 f"no element [{id}] on this page; observe() shows the current numbers", error_type="not_found"
             )
         return locator.first
+
+    async def _labelled(self, page: Any, label: str) -> int:
+        """The number of the one element whose label is `label` (exact, else ignoring case and spacing)."""
+        snapshot = await self._act(page, lambda: page.evaluate(SNAPSHOT_JS, MAX_OUTLINE_LINES))
+        elements = outline_elements("\n".join(snapshot["lines"]))
+        wanted = " ".join(label.split())
+        found = [e for e in elements if e.name == wanted] or [
+            e for e in elements if e.name.casefold() == wanted.casefold()
+        ]
+        if not found:
+            raise ToolError(
+                f"no element labelled {label!r} on this page; observe() shows the labels", error_type="not_found"
+            )
+        if len(found) > 1:
+            which = "; ".join(f"[{e.id}] {e.role}" for e in found)
+            raise ToolError(
+                f"{len(found)} elements are labelled {label!r} ({which}): use the number", error_type="bad_arguments"
+            )
+        return found[0].id
 
     async def _act(self, page: Any, action: Any, bad_input: str | None = None) -> Any:
         """Run one Playwright action with its failures turned into typed tool errors."""

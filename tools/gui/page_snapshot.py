@@ -5,13 +5,18 @@ number kept in a `data-agentrl-id` attribute, so an element keeps its number for
 and new elements get the next free one; a new document numbers from 1 again, so the same page always reads the
 same. Text blocks without interactive content are one line each, headings marked with `#`.
 
+`outline_elements` reads the numbered elements back out of an outline (the scripted expert and `click(label=...)`
+use it).
+
 `CAPTURE_JS` / `RESTORE_JS` carry what a reload loses into a forked page: the element numbers, form values and
 the scroll position, addressed by each element's path of child indices from the document root.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import re
+from typing import Any, NamedTuple
 
 ID_ATTRIBUTE = "data-agentrl-id"
 
@@ -179,3 +184,19 @@ def format_snapshot(url: str, title: str, snapshot: dict[str, Any]) -> str:
     if snapshot["truncated"]:
         body = [*body, "[... more elements not shown]"]
     return "\n".join(head + body)
+
+
+class OutlineElement(NamedTuple):
+    """One numbered line of an outline: `[id] role "name"`."""
+
+    id: int
+    role: str
+    name: str
+
+
+_ELEMENT_LINE = re.compile(r'^\[(\d+)\] (\S+) ("(?:[^"\\]|\\.)*")', re.MULTILINE)
+
+
+def outline_elements(outline: str) -> list[OutlineElement]:
+    """The numbered elements of an outline, in order."""
+    return [OutlineElement(int(m[1]), m[2], json.loads(m[3])) for m in _ELEMENT_LINE.finditer(outline)]
