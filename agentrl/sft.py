@@ -52,6 +52,9 @@ class SFTSettings:
     group_by_length: bool = False
     """Batch conversations of similar length together (less padding when lengths vary a lot; same seed, same
     order)."""
+    stop_at_loss: float | None = None
+    """Stop early once the training loss, averaged over a logging window (`logging_steps`), falls below this;
+    None trains to the end."""
 
 
 def run_sft(
@@ -98,6 +101,8 @@ def run_sft(
         dataloader_num_workers=0,
     )
     trainer = SFTTrainer(model=model, args=config, train_dataset=_dataset(conversations), processing_class=tokenizer)
+    if settings.stop_at_loss is not None:
+        trainer.add_callback(_stop_at_loss(settings.stop_at_loss))
     result = trainer.train()
     losses = [(log["step"], log["loss"]) for log in trainer.state.log_history if "loss" in log]
     if not all(math.isfinite(loss) for _, loss in losses):
@@ -116,3 +121,15 @@ def _dataset(conversations: Sequence[dict[str, Any]]) -> Any:
     features = Features({"messages": List(Json()), "tools": List(Json())})
     rows = [{"messages": list(c["messages"]), "tools": list(c.get("tools") or [])} for c in conversations]
     return Dataset.from_list(rows, features=features)
+
+
+def _stop_at_loss(threshold: float) -> Any:
+    """A trainer callback that ends training at the first logged (window-averaged) loss below `threshold`."""
+    from transformers import TrainerCallback
+
+    class StopAtLoss(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+            if logs and "loss" in logs and logs["loss"] < threshold:
+                control.should_training_stop = True
+
+    return StopAtLoss()

@@ -1,27 +1,39 @@
-"""Rebuild the bundled tiny policy (`agentrl/tiny/policy/`) deterministically.
+"""Rebuild the bundled tiny policies (`agentrl/tiny/policy/`, `agentrl/tiny/policy_extended/`), in three stages.
 
-    python scripts/build_tiny_policy.py                 # about 23 minutes on 2 CPU cores
-    python scripts/build_tiny_policy.py --out /tmp/p    # somewhere else, e.g. to compare with the shipped one
-    python scripts/build_tiny_policy.py --extend --base agentrl/tiny/policy --out /tmp/e   # extend stage only
+    python scripts/build_tiny_policy.py                    # all three stages
+    python scripts/build_tiny_policy.py --stages base      # `tiny` alone, about 23 minutes on 2 CPU cores
+    python scripts/build_tiny_policy.py --stages copy,extend --init agentrl/tiny/policy --out /tmp/p
+    python scripts/build_tiny_policy.py --keep /tmp/stages  # also keep each stage's checkpoint
 
-Base stage (the shipped policy): demonstrations from the imperfect scripted experts on the TRAIN tasks of the
-code and search scaffolds → a byte-level BPE trained on their rendered text → a freshly initialised tiny Qwen2
-→ SFT → saved as a transformers checkpoint (weights stored in bf16, loaded as fp32). Every source of randomness
-is seeded and the thread count is fixed, so the same versions of torch/transformers/trl give the same files.
+The base stage writes `tiny` (`agentrl/tiny/policy/`), the extend stage `tiny-extended`
+(`agentrl/tiny/policy_extended/`); `--out` sends the last stage run elsewhere instead. On 2 CPU cores the extend
+stage takes 37 minutes; the copy stage runs up to 7,200 steps of 16 short drills (about 0.5 s a step).
 
-Extend stage (`--extend`, experimental, not shipped): the base policy, its tokenizer unchanged, fine-tuned on
-demonstrations of the terminal scaffold's easy tier (generated training tasks only) and on synthetic drills in
-the exact format of GUI and SWE easy-tier episodes (`scaffolds/gui/drills.py`, `scaffolds/swe/drills.py`; no
-bundled task is among them), with base demonstrations replayed alongside; about 19 minutes. Measured: it keeps
-code and search (teacher-forced argument accuracy 0.991 / 0.935 against the base's 0.994 / 0.944) and learns the
-three formats, but does not yet copy what the held-out easy tasks need (terminal names it never saw, GUI element
-numbers, SWE expressions): held-out easy success stays 0, so there is nothing for RL to raise. The policy copies
-what the base stage taught it to copy (numbers, one per token): with terminal names spelled as a one-token word and
-a number (`coins155`), trained on terminal demonstrations alone, it copies the number into held-out names but
-mostly not the word (held-out easy success 0.03 at T = 1; mkdir 0.33).
+The shipped `tiny-extended` is this script's extend stage (`--stages extend`), started from a copy-stage checkpoint
+that a plain PyTorch loop trained on the same drill distributions (lead-in drills, then dense ones, base
+demonstrations replayed); a full run of this script's copy stage has not yet been checked against it.
 
-The experts make mistakes on purpose (`MISTAKE_RATE`): the shipped policy calls its tools often but not always,
-and RL from it has room to raise held-out success.
+1. `base`: demonstrations from the imperfect scripted experts on the TRAIN tasks of the code and search
+   scaffolds → a byte-level BPE trained on their rendered text → a freshly initialised tiny Qwen2 → SFT. The
+   tokenizer is fixed from here on.
+2. `copy`: echo drills (`scaffolds/copy_drills.py`: the assistant repeats each user message) with base
+   demonstrations replayed alongside, at a constant learning rate: `COPY_WARM_STEPS` of single-round drills
+   behind a lead-in, then dense multi-round drills until the loss falls below `COPY_STOP_LOSS`.
+   The later scaffolds' easy tiers are copying (a name, a label, a path, an expression goes from the prompt
+   into a tool call); fine-tuned on their demonstrations alone, the base policy recalls the strings it saw and
+   garbles held-out ones (held-out easy terminal success 0). The drills form the circuit that copies strings
+   it never saw; the loss drops sharply when it forms.
+3. `extend`: demonstrations of the terminal scaffold's easy tier over made-up names
+   (`easy_family.made_up`), and synthetic drills in the exact format of GUI and SWE easy-tier episodes
+   (`scaffolds/gui/drills.py`, `scaffolds/swe/drills.py`; no bundled task is among them), with echo drills and
+   base demonstrations replayed alongside.
+
+Every source of randomness is seeded and the thread count is fixed, so the same versions of
+torch/transformers/trl on the same kind of machine give the same files. The weights are stored in bf16 and load
+as fp32.
+
+The experts and drills make mistakes on purpose (`MISTAKE_RATE`): the shipped policy uses its tools often but not
+always well, and RL from it has room to raise held-out success.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -46,11 +59,12 @@ HIDDEN_SIZE = 128
 NUM_LAYERS = 4
 MISTAKE_RATE = {"code": 0.5, "search": 0.5, "terminal": 0.3, "gui": 0.3, "swe": 0.3}
 """Probability that a demonstration is deliberately wrong, per scaffold."""
-DRAWS = {"code": 1, "search": 8, "terminal": 3, "gui": 2000, "swe": 2000}
-"""Expert conversations per training task (code, search, terminal; each draws its own mistakes), or drills (gui,
-swe): the search world has a few thousand questions, the code scaffold tens of thousands of distinct ones."""
-TERMINAL_PER_TEMPLATE = 60
-"""Generated easy terminal tasks per template (training names only) that the terminal demonstrations cover."""
+DRAWS = {"code": 1, "search": 8}
+"""Expert conversations per training task of the base scaffolds (each draws its own mistakes): the search world has
+a few thousand questions, the code scaffold tens of thousands of distinct ones."""
+COUNTS = {"terminal": 4000, "gui": 3000, "swe": 3000, "echo": 2000, "replay": 4000}
+"""Conversations of the extend stage per source: terminal tasks over made-up names, GUI and SWE drills, echo
+drills and replayed base demonstrations."""
 TOOLLESS_TEMPLATE_PREFIX = (
     "{#- The tiny policy learned its tools from demonstrations: tool schemas are not rendered, which keeps its "
     "prompts short. Tool calls and tool responses use the Qwen2.5 format unchanged. -#}\n{%- set tools = none %}\n"
@@ -59,17 +73,23 @@ SFT_EPOCHS = 1.25
 SFT_LR = 3e-3
 SFT_BATCH_SIZE = 16
 BASE_SOURCES = ("code", "search")
-"""The base stage: a fresh tokenizer and model learn these scaffolds (and, with them, to copy from the prompt)."""
+"""The base stage: a fresh tokenizer and model learn these scaffolds (and, with them, to copy numbers)."""
+COPY_LR = 2e-3
+COPY_WARM_STEPS = 4800
+"""Steps of single-round lead-in drills (3 per replayed base demonstration) that open the copy stage."""
+COPY_MAX_STEPS = 2400
+COPY_STOP_LOSS = 0.15
+"""The dense part of the copy stage ends when its training loss (echo drills and replayed base demonstrations,
+averaged over 50 steps) falls below this, or after `COPY_MAX_STEPS`."""
+COPY_REPLAY = 1 / 3
+"""Base demonstrations replayed in the copy stage, per echo drill."""
+EXTEND_LR = 2e-3
 EXTEND_SOURCES = ("terminal", "gui", "swe")
-"""The extend stage: the base policy learns the easy tiers of these, with base demonstrations replayed alongside."""
-EXTEND_EPOCHS = 1.0
-EXTEND_LR = 1e-3
-EXTEND_REPLAY = 1.0
-"""Base demonstrations replayed in the extend stage, per new demonstration (keeps code and search from decaying)."""
+STAGES = ("base", "copy", "extend")
 
 
 def _scaffolds() -> dict[str, tuple[ModuleType, ModuleType]]:
-    """(tasks module, expert module) per bundled scaffold whose held-out tasks `heldout_report` scores."""
+    """(tasks module, expert module) per base scaffold, whose held-out tasks `heldout_report` scores."""
     from agentrl.scaffolds.code import expert as code_expert
     from agentrl.scaffolds.code import tasks as code_tasks
     from agentrl.scaffolds.search import expert as search_expert
@@ -78,15 +98,17 @@ def _scaffolds() -> dict[str, tuple[ModuleType, ModuleType]]:
     return {"code": (code_tasks, code_expert), "search": (search_tasks, search_expert)}
 
 
-def _sources() -> dict[str, Callable[[random.Random, float], Iterator[tuple[list[dict[str, Any]], list[dict]]]]]:
-    """Per scaffold: (rng, mistake rate) → its demonstrations, each (messages, tool schemas to render with)."""
+Source = Callable[[random.Random, float], Iterator[tuple[list[dict[str, Any]], list[dict]]]]
+
+
+def _sources() -> dict[str, Source]:
+    """Per source: (rng, mistake rate) → its demonstrations, each (messages, tool schemas to render with)."""
     from agentrl.scaffolds.gui import drills as gui_drills
     from agentrl.scaffolds.swe import drills as swe_drills
     from agentrl.scaffolds.terminal import easy_family
     from agentrl.scaffolds.terminal import expert as terminal_expert
-    from agentrl.scaffolds.terminal import tasks as terminal_tasks
 
-    def expert_source(tasks: ModuleType, expert: ModuleType, draws: int) -> Callable:
+    def expert_source(tasks: ModuleType, expert: ModuleType, draws: int) -> Source:
         def source(rng: random.Random, rate: float) -> Iterator:
             schemas = [t.schema for t in tasks.TOOLS]
             for _ in range(draws):
@@ -96,14 +118,10 @@ def _sources() -> dict[str, Callable[[random.Random, float], Iterator[tuple[list
         return source
 
     def terminal(rng: random.Random, rate: float) -> Iterator:
-        easy = [t for t in terminal_tasks.tasks("train") if t.metadata["tier"] == "easy"]
-        known = {t.id for t in easy}
-        more = [s.to_task() for s in easy_family.family("train", per_template=TERMINAL_PER_TEMPLATE)]
-        for _ in range(DRAWS["terminal"]):
-            for task in easy + [t for t in more if t.id not in known]:
-                yield terminal_expert.demonstration(task, rng, mistake_rate=rate), []
+        for spec in easy_family.made_up(COUNTS["terminal"]):
+            yield terminal_expert.demonstration(spec.to_task(), rng, mistake_rate=rate), []
 
-    def drills(module: ModuleType, count: int) -> Callable:
+    def drills(module: ModuleType, count: int) -> Source:
         def source(rng: random.Random, rate: float) -> Iterator:
             for _ in range(count):
                 yield module.demonstration(rng, mistake_rate=rate), []
@@ -113,8 +131,8 @@ def _sources() -> dict[str, Callable[[random.Random, float], Iterator[tuple[list
     sources = {name: expert_source(*modules, DRAWS[name]) for name, modules in _scaffolds().items()}
     return sources | {
         "terminal": terminal,
-        "gui": drills(gui_drills, DRAWS["gui"]),
-        "swe": drills(swe_drills, DRAWS["swe"]),
+        "gui": drills(gui_drills, COUNTS["gui"]),
+        "swe": drills(swe_drills, COUNTS["swe"]),
     }
 
 
@@ -141,6 +159,23 @@ def demonstrations(mistake_rate: dict[str, float], seed: int, names: tuple[str, 
         for messages, schemas in sources[name](rng, mistake_rate[name]):
             out.append({"messages": messages, "tools": schemas, "scaffold": name})
     return out
+
+
+def echo_drills(tokenizer: Any, count: int, seed: int, stream: str, *, lead_in: bool = False) -> list[dict[str, Any]]:
+    """`count` echo drills (`scaffolds/copy_drills.py`): dense ones over this tokenizer's vocabulary, or
+    single-round `lead_in` ones."""
+    from agentrl.scaffolds import copy_drills
+
+    pieces = copy_drills.vocabulary_pieces(tokenizer)
+    rng = random.Random(f"{seed}/echo/{stream}")
+    make = copy_drills.lead_in_drill if lead_in else lambda rng: copy_drills.drill(rng, pieces)
+    return [{"messages": make(rng), "tools": [], "scaffold": "echo"} for _ in range(count)]
+
+
+def replay(mistake_rate: dict[str, float], seed: int, count: int, stream: str) -> list[dict[str, Any]]:
+    """`count` base demonstrations drawn (without repeats) for replay in a later stage."""
+    base = demonstrations(mistake_rate, seed, BASE_SOURCES)
+    return random.Random(f"{seed}/replay/{stream}").sample(base, k=min(len(base), count))
 
 
 def save_policy(model: Any, tokenizer: Any, out_dir: Path) -> None:
@@ -208,6 +243,7 @@ def finetune_and_save(
     """SFT `model` on `demos` (`sft`: `run_sft` options), then save it with the toolless chat template."""
     from agentrl.sft import run_sft
 
+    print(", ".join(f"{n} {name}" for name, n in Counter(d["scaffold"] for d in demos).items()), flush=True)
     # the tiny policy learns its tools from the demonstrations, so its prompts carry no tool schemas
     # (TOOLLESS_TEMPLATE_PREFIX): ~40 prompt tokens instead of ~220, which is most of RL's cost on a CPU
     conversations = [{"messages": d["messages"], "tools": []} for d in demos]
@@ -220,85 +256,137 @@ def finetune_and_save(
     return metrics
 
 
-def build(
-    out_dir: Path, *, mistake_rate: dict[str, float], epochs: float, lr: float, hidden_size: int, seed: int = SEED
-) -> None:
-    """The base stage: tokenizer and model from scratch on the code and search demonstrations."""
+def build_base(out_dir: Path, *, mistake_rate: dict[str, float], epochs: float, lr: float, hidden_size: int) -> None:
+    """Stage 1: tokenizer and model from scratch on the code and search demonstrations."""
     from agentrl.tiny.model import tiny_qwen2, tiny_qwen2_config
     from agentrl.tiny.tokenizer import render, train_tokenizer
 
-    make_deterministic(seed)
-    start = time.perf_counter()
-    demos = demonstrations(mistake_rate, seed, BASE_SOURCES)
+    demos = demonstrations(mistake_rate, SEED, BASE_SOURCES)
     tokenizer = train_tokenizer((render(d["messages"], d["tools"]) for d in demos), vocab_size=VOCAB_SIZE)
     config = tiny_qwen2_config(len(tokenizer), hidden_size=hidden_size, num_hidden_layers=NUM_LAYERS)
-    model = tiny_qwen2(config, seed=seed)
+    model = tiny_qwen2(config, seed=SEED)
     params = sum(p.numel() for p in model.parameters())
-    print(f"{len(demos)} demonstrations, vocabulary {len(tokenizer)}, {params / 1e6:.2f}M parameters", flush=True)
-    metrics = finetune_and_save(model, tokenizer, demos, out_dir, epochs=epochs, lr=lr, seed=seed)
-    print(f"base SFT loss {metrics['train_loss']:.4f} in {(time.perf_counter() - start) / 60:.1f} min", flush=True)
+    print(f"vocabulary {len(tokenizer)}, {params / 1e6:.2f}M parameters", flush=True)
+    metrics = finetune_and_save(model, tokenizer, demos, out_dir, epochs=epochs, lr=lr, seed=SEED)
+    print(f"base SFT loss {metrics['train_loss']:.4f}", flush=True)
 
 
-def extend(base_dir: Path, out_dir: Path, *, mistake_rate: dict[str, float], seed: int = SEED) -> None:
-    """The extend stage: the base policy, its tokenizer unchanged, fine-tuned on the terminal demonstrations and
-    the GUI and SWE drills, with as many base demonstrations replayed among them.
-
-    A second stage rather than one mixed run: trained from scratch on the mixture (31 minutes), the model never
-    learned to copy from the prompt (held-out code success 0 at T = 1), while the base policy already copies and
-    keeps doing so (0.93 after this stage, 0.98 before).
-    """
+def _load(init_dir: Path) -> tuple[Any, Any]:
+    """A saved stage's model and its tokenizer, the chat template as trl needs it for training."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from agentrl.policy.loading import load_tokenizer
 
-    make_deterministic(seed)
-    start = time.perf_counter()
-    new = demonstrations(mistake_rate, seed, EXTEND_SOURCES)
-    base = demonstrations(mistake_rate, seed, BASE_SOURCES)
-    replay = random.Random(f"{seed}/replay").sample(base, k=min(len(base), round(EXTEND_REPLAY * len(new))))
-    demos = new + replay
-    print(", ".join(f"{n} {name}" for name, n in Counter(d["scaffold"] for d in demos).items()), flush=True)
-    tokenizer = load_tokenizer(str(base_dir))
+    tokenizer = load_tokenizer(str(init_dir))
     if not tokenizer.chat_template.startswith(TOOLLESS_TEMPLATE_PREFIX):
-        raise ValueError(f"{base_dir} is not a base-stage tiny policy (its chat template lacks the toolless prefix)")
+        raise ValueError(f"{init_dir} is not a tiny-policy stage (its chat template lacks the toolless prefix)")
     # trl recognises Qwen2.5's template (and adds its training markers) only without the prefix
     tokenizer.chat_template = tokenizer.chat_template.removeprefix(TOOLLESS_TEMPLATE_PREFIX)
-    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    return AutoModelForCausalLM.from_pretrained(init_dir, dtype=torch.float32), tokenizer
+
+
+def copy_stage(init_dir: Path, out_dir: Path, *, mistake_rate: dict[str, float]) -> None:
+    """Stage 2: lead-in drills, then dense echo drills until the copying circuit has formed (the loss falls below
+    `COPY_STOP_LOSS`)."""
+    from agentrl.sft import run_sft
+
+    model, tokenizer = _load(init_dir)
+    warm = echo_drills(tokenizer, COPY_WARM_STEPS * SFT_BATCH_SIZE * 3 // 4, SEED, "lead-in", lead_in=True)
+    warm += replay(mistake_rate, SEED, COPY_WARM_STEPS * SFT_BATCH_SIZE // 4, "lead-in")
+    print(f"{len(warm)} lead-in drills and replayed demonstrations", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        run_sft(
+            model,
+            tokenizer,
+            [{"messages": d["messages"], "tools": []} for d in warm],
+            output_dir=scratch,
+            batch_size=SFT_BATCH_SIZE,
+            logging_steps=50,
+            lr=COPY_LR,
+            lr_scheduler="constant_with_warmup",
+            warmup_fraction=0.01,
+            max_steps=COPY_WARM_STEPS,
+            seed=SEED,
+        )
+    drills = echo_drills(tokenizer, COPY_MAX_STEPS * SFT_BATCH_SIZE, SEED, "copy")
+    demos = drills + replay(mistake_rate, SEED, round(COPY_REPLAY * len(drills)), "copy")
+    metrics = finetune_and_save(
+        model,
+        tokenizer,
+        demos,
+        out_dir,
+        lr=COPY_LR,
+        lr_scheduler="constant_with_warmup",
+        warmup_fraction=0.01,
+        max_steps=COPY_MAX_STEPS,
+        stop_at_loss=COPY_STOP_LOSS,
+        seed=SEED,
+        group_by_length=True,
+    )
+    steps, loss = (metrics["loss_history"] or [(COPY_MAX_STEPS, metrics["train_loss"])])[-1]
+    print(f"copy stage stopped at step {steps}, loss {loss:.4f}", flush=True)
+
+
+def extend_stage(init_dir: Path, out_dir: Path, *, mistake_rate: dict[str, float]) -> None:
+    """Stage 3: the easy tiers of the terminal, GUI and SWE scaffolds, with echo drills and base replay."""
+    model, tokenizer = _load(init_dir)
+    demos = demonstrations(mistake_rate, SEED, EXTEND_SOURCES)
+    demos += echo_drills(tokenizer, COUNTS["echo"], SEED, "extend")
+    demos += replay(mistake_rate, SEED, COUNTS["replay"], "extend")
     # conversations range from 50 tokens (code) to 1,000 (SWE drills): padding would dominate random batches
     metrics = finetune_and_save(
-        model, tokenizer, demos, out_dir, epochs=EXTEND_EPOCHS, lr=EXTEND_LR, seed=seed, group_by_length=True
+        model, tokenizer, demos, out_dir, epochs=1.0, lr=EXTEND_LR, seed=SEED, group_by_length=True
     )
-    size_mb = sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6
-    print(f"extend SFT loss {metrics['train_loss']:.4f}; saved {size_mb:.1f} MB to {out_dir}", flush=True)
-    print_heldout_report(out_dir)
-    print(f"extended in {(time.perf_counter() - start) / 60:.1f} min")
+    print(f"extend SFT loss {metrics['train_loss']:.4f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    from agentrl.tiny import POLICY_DIR
+    from agentrl.tiny import EXTENDED_POLICY_DIR, POLICY_DIR
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=POLICY_DIR, help="checkpoint directory to (over)write")
-    parser.add_argument("--epochs", type=float, default=SFT_EPOCHS)
-    parser.add_argument("--lr", type=float, default=SFT_LR)
+    parser.add_argument(
+        "--out", type=Path, help=f"where the last stage goes (default: {POLICY_DIR} and {EXTENDED_POLICY_DIR})"
+    )
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, in order, of {STAGES}")
+    parser.add_argument("--init", type=Path, help="the checkpoint the first stage starts from (not with base)")
+    parser.add_argument("--keep", type=Path, help="also keep every stage's checkpoint under this directory")
+    parser.add_argument("--epochs", type=float, default=SFT_EPOCHS, help="base stage epochs")
+    parser.add_argument("--lr", type=float, default=SFT_LR, help="base stage learning rate")
     parser.add_argument("--hidden-size", type=int, default=HIDDEN_SIZE)
-    parser.add_argument("--extend", action="store_true", help="also run the (experimental) extend stage")
-    parser.add_argument("--base", type=Path, help="with --extend: extend this base checkpoint instead of building one")
     for name, rate in MISTAKE_RATE.items():
         parser.add_argument(f"--{name}-mistake-rate", type=float, default=rate)
     args = parser.parse_args(argv)
     rates = {name: getattr(args, f"{name}_mistake_rate") for name in MISTAKE_RATE}
-    if not args.extend:
-        build(args.out, mistake_rate=rates, epochs=args.epochs, lr=args.lr, hidden_size=args.hidden_size)
-        print_heldout_report(args.out)
-        return
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    if not stages or any(s not in STAGES for s in stages) or stages != sorted(stages, key=STAGES.index):
+        parser.error(f"--stages: some of {STAGES}, in that order")
+    if (stages[0] == "base") == (args.init is not None):
+        parser.error("--init names the checkpoint to start from exactly when the base stage is not run")
+    shipped = {"base": POLICY_DIR, "extend": EXTENDED_POLICY_DIR}
     with tempfile.TemporaryDirectory() as scratch:
-        base = args.base
-        if base is None:
-            base = Path(scratch) / "base"
-            build(base, mistake_rate=rates, epochs=args.epochs, lr=args.lr, hidden_size=args.hidden_size)
-        extend(base, args.out, mistake_rate=rates)
+        previous = args.init
+        for stage in stages:
+            if stage == stages[-1] and args.out:
+                out = args.out
+            elif args.out is None and stage in shipped:
+                out = shipped[stage]
+            else:
+                out = (args.keep or Path(scratch)) / stage
+            make_deterministic(SEED)
+            start = time.perf_counter()
+            print(f"--- {stage} stage -> {out}", flush=True)
+            if stage == "base":
+                build_base(out, mistake_rate=rates, epochs=args.epochs, lr=args.lr, hidden_size=args.hidden_size)
+            elif stage == "copy":
+                copy_stage(previous, out, mistake_rate=rates)
+            else:
+                extend_stage(previous, out, mistake_rate=rates)
+            print(f"{stage} stage: {(time.perf_counter() - start) / 60:.1f} min", flush=True)
+            print_heldout_report(out)
+            if args.keep and out != args.keep / stage:
+                shutil.copytree(out, args.keep / stage, dirs_exist_ok=True)
+            previous = out
 
 
 if __name__ == "__main__":

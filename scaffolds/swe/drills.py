@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.scaffolds.demonstration import tool_call_messages
+from agentrl.scaffolds.demonstration import made_up_name, tool_call_messages
 from agentrl.scaffolds.swe.drill_expressions import Gen, Node, function_call, method_call, mutate, render
 from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
 
@@ -44,6 +44,8 @@ RUN_TESTS_RATE = 0.3
 SUBMITTED = "Submitted: the diff of the workspace against the original repository is your patch. The task is over."
 """What `submit` answers (`tools/swe/swe_tools.py`)."""
 RUN_TESTS_NOTE = "Let me run the tests first."
+MADE_UP_RATE = 0.5
+"""How often a word of a drill's path or function name is made up (`made_up_name`) instead of a common one."""
 MAX_EXPRESSION_CHARS = 70
 """Longest expression a statement quotes (the bundled ones are at most about 40 characters)."""
 
@@ -130,12 +132,17 @@ def held_out_names() -> frozenset[str]:
     return frozenset(names)
 
 
+def _word(rng: random.Random, words: list[str]) -> str:
+    """One of `words`, or (`MADE_UP_RATE`) a made-up one: a path or name to copy, not to recall."""
+    return made_up_name(rng, max_chars=8) if rng.random() < MADE_UP_RATE else rng.choice(words)
+
+
 def _path(rng: random.Random) -> str:
-    package = rng.choice(_PACKAGES)
-    module = rng.choice(_MODULES)
+    package = _word(rng, _PACKAGES)
+    module = _word(rng, _MODULES)
     r = rng.random()
     if r < 0.1:
-        return f"{package}/{rng.choice(_MODULES)}/{module}.py"
+        return f"{package}/{_word(rng, _MODULES)}/{module}.py"
     if r < 0.15:
         return f"src/{package}/{module}.py"
     return f"{package}/{module}.py"
@@ -144,17 +151,17 @@ def _path(rng: random.Random) -> str:
 def _function(rng: random.Random) -> tuple[str, bool]:
     """A function or `Class.method` name, and whether it is a method."""
     if rng.random() < 0.45:
-        method = rng.choice(_METHOD_VERBS + _FUNC_NOUNS)
+        method = _word(rng, _METHOD_VERBS + _FUNC_NOUNS)
         if rng.random() < 0.4:
-            method = f"{rng.choice(_METHOD_VERBS)}_{rng.choice(_FUNC_NOUNS)}"
-        return f"{rng.choice(_CLASSES)}.{method}", True
+            method = f"{rng.choice(_METHOD_VERBS)}_{_word(rng, _FUNC_NOUNS)}"
+        return f"{_word(rng, _CLASSES).capitalize()}.{method}", True
     r = rng.random()
     if r < 0.6:
-        return f"{rng.choice(_METHOD_VERBS)}_{rng.choice(_FUNC_NOUNS)}", False
+        return f"{rng.choice(_METHOD_VERBS)}_{_word(rng, _FUNC_NOUNS)}", False
     if r < 0.8:
         source, target = rng.sample(_FUNC_NOUNS, 2)
         return f"{source}_to_{target}", False
-    return rng.choice(_FUNC_NOUNS + _METHOD_VERBS), False
+    return _word(rng, _FUNC_NOUNS + _METHOD_VERBS), False
 
 
 def _phrase(rng: random.Random, gen: Gen) -> tuple[str, Node, str, bool]:
@@ -247,7 +254,8 @@ def issue_message(statement: str) -> str:
 
 def miscopy(rng: random.Random, text: str) -> str:
     """`text` copied with one slip (a character changed, dropped or doubled, a space lost or added, the other
-    quotes), so that it is not a part of `text`: a file holding `text` does not hold it."""
+    quotes), so that it is not a part of `text` nor `text` behind indentation: a file holding `text` does not
+    hold it."""
     for _ in range(100):
         k = rng.randrange(len(text))
         slip = rng.random()
@@ -267,9 +275,9 @@ def miscopy(rng: random.Random, text: str) -> str:
             copy = text[:k] + rng.choice([c for c in "aeioulnrst" if c != text[k].lower()]) + text[k + 1 :]
         else:
             copy = text[:k] + " " + text[k:]
-        if copy and copy not in text:
+        if copy and copy == copy.strip() and copy not in text:
             return copy
-    return text + " "
+    return text + "_"
 
 
 def tests_output(rng: random.Random) -> str:

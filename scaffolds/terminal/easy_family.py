@@ -4,8 +4,9 @@ The hand-written easy tier (`easy.py`) has eight tasks, too few to tell whether 
 command the prompt spells out" or memorised eight answers. This family varies the names: training tasks draw
 from `TRAIN_NAMES`, held-out tasks only from `TEST_NAMES`, so a held-out success means the policy copied a name
 it was never trained on. `family(split)` is the bundled part (in `tasks.py`); `family(split, per_template=N)`
-makes more of the same split, e.g. demonstrations for warm-starting a small policy, without ever touching the
-held-out names.
+makes more of the same split without ever touching the held-out names. `made_up(count)` fills the templates with
+made-up pronounceable names instead (`brimo`, `tarsek`): demonstrations over them teach a small policy to copy a
+name from the prompt rather than to recall one of a few dozen.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from agentrl.scaffolds.demonstration import made_up_name
 from agentrl.scaffolds.terminal.spec import TerminalTask
 
 TRAIN_NAMES = (
@@ -33,6 +35,7 @@ WORDS = ("apples", "blue", "call", "check", "green", "lunch", "meet", "red", "sh
 """Words of the lines tasks write (shared by both splits: the name is what a held-out task changes)."""
 BUNDLED_PER_TEMPLATE = {"train": 12, "test": 3}
 """Tasks per template in the bundled family."""
+
 
 Template = Callable[[random.Random, Callable[[], str]], tuple[str, str, str, dict[str, str], tuple[str, ...]]]
 """(rng, draw a fresh name) → (prompt, check, the one expert command, files, outputs)."""
@@ -140,7 +143,32 @@ def family(split: str, *, per_template: int | None = None, seed: int = 0) -> lis
             name = _Names(rng, names)
             prompt, check, command, files, outputs = template(rng, name)
             slug = f"{kind}-{'-'.join(name.drawn)}-{i}"
-            out.append(TerminalTask(slug, "easy", prompt, check, (command,), files, "", outputs, split))
+            out.append(TerminalTask(slug, "easy", prompt, check, (command,), files, "", outputs, split, name.drawn))
+    return out
+
+
+def miscopy(rng: random.Random, name: str) -> str:
+    """`name` with one letter dropped, doubled or changed: the slip a copying policy makes."""
+    k = rng.randrange(len(name))
+    slip = rng.choice(("drop", "double", "change"))
+    if slip == "drop" and len(name) > 1:
+        return name[:k] + name[k + 1 :]
+    if slip == "double":
+        return name[:k] + name[k] + name[k:]
+    return name[:k] + rng.choice([c for c in "aeioulnrst" if c != name[k]]) + name[k + 1 :]
+
+
+def made_up(count: int, *, seed: int = 0) -> list[TerminalTask]:
+    """`count` training tasks, the templates in turn, over made-up names (`made_up_name`)."""
+    rng = random.Random(f"{seed}/made-up")
+    kinds = list(TEMPLATES.items())
+    out = []
+    for i in range(count):
+        kind, template = kinds[i % len(kinds)]
+        name = _MadeUpNames(rng)
+        prompt, check, command, files, outputs = template(rng, name)
+        slug = f"{kind}-{'-'.join(name.drawn)}-{i}"
+        out.append(TerminalTask(slug, "easy", prompt, check, (command,), files, "", outputs, "train", name.drawn))
     return out
 
 
@@ -148,9 +176,20 @@ class _Names:
     """Draws names for one task, distinct within it, so `mv a.md b.md` never renames a file onto itself."""
 
     def __init__(self, rng: random.Random, pool: tuple[str, ...]) -> None:
-        self.rng, self.pool, self.drawn = rng, pool, []
+        self.rng, self.pool, self.drawn = rng, pool, ()
 
     def __call__(self) -> str:
         choice = self.rng.choice([n for n in self.pool if n not in self.drawn])
-        self.drawn.append(choice)
+        self.drawn += (choice,)
         return choice
+
+
+class _MadeUpNames(_Names):
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng, ())
+
+    def __call__(self) -> str:
+        while (name := made_up_name(self.rng)) in self.drawn or name in TEST_NAMES:
+            pass
+        self.drawn += (name,)
+        return name

@@ -33,6 +33,8 @@ class TerminalTask:
     """Paths the checker inspects; a test forges each with wrong content and expects the check to fail."""
     split: str = "train"
     """`train` or `test` (held out)."""
+    names: tuple[str, ...] = ()
+    """The names a generated task was filled with (a demonstration's miscopy mistake swaps one)."""
 
     def to_task(self) -> Task:
         metadata = {
@@ -42,4 +44,6 @@ class TerminalTask:
             "expert": list(self.expert),
             "outputs": list(self.outputs),
         }
+        if self.names:
+            metadata["names"] = list(self.names)
         return Task(f"terminal/{self.tier}/{self.slug}", self.prompt, None, metadata, self.split, "terminal")

@@ -53,3 +53,16 @@ def test_sft_steps_lower_the_loss_and_move_the_weights(tmp_path):
     assert len(losses) == 12 and all(math.isfinite(loss) for loss in losses)
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.5
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_sft_stops_once_the_loss_falls_below_the_threshold(tmp_path):
+    torch.manual_seed(0)
+    conversations = _conversations()
+    tokenizer = train_tokenizer([render(c["messages"], c["tools"]) for c in conversations], vocab_size=2400)
+    model = tiny_qwen2(tiny_qwen2_config(len(tokenizer), hidden_size=64, num_hidden_layers=2), seed=0)
+    common = dict(output_dir=tmp_path, batch_size=4, lr=3e-3, warmup_fraction=0.0, logging_steps=1, seed=0)
+
+    metrics = run_sft(model, tokenizer, conversations, max_steps=40, stop_at_loss=4.0, **common)
+
+    losses = [loss for _, loss in metrics["loss_history"]]
+    assert losses[-1] < 4.0 <= min(losses[:-1]) and len(losses) < 40

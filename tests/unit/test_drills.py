@@ -1,6 +1,7 @@
 """The synthetic easy-tier drills of the GUI and SWE scaffolds: real episode format, correct and deliberately
 wrong demonstrations, no bundled held-out task, and sizes that suit the tiny policy."""
 
+import json
 import random
 import re
 import time
@@ -97,7 +98,7 @@ def check_outline(text: str) -> list[tuple[str, str]]:
 def gui_is_mistake(messages: list[dict]) -> bool:
     role, name, page = gui_parts(messages)
     calls = check_calls(messages)
-    return not calls or calls[0][1]["id"] != element_id(page, role, name)
+    return not calls or calls[0][1] != {"label": name}
 
 
 def test_gui_outline_format_is_the_browser_tool_s():
@@ -126,7 +127,10 @@ def test_gui_drills_are_well_formed_and_correct_without_mistakes():
         (call,) = check_calls(messages)
         assert len(messages) == 5 and messages[-1] == {"role": "assistant", "content": "done"}
         tool, arguments, result = call
-        assert tool == "click" and arguments == {"id": element_id(page, role, name)}
+        assert tool == "click" and arguments == {"label": name}
+        # the label names one element of the page, so a click by label reaches it
+        assert [json.loads(n).casefold() for _, n in elements].count(name.casefold()) == 1
+        assert element_id(page, role, name)
         check_outline(result)
         # the port stays; a checkbox toggles in place
         assert result.split("/")[2] == page.split("/")[2]
