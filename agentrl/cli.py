@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+MODEL_HELP = "`tiny`, `tiny-extended`, a checkpoint path, or a cached hub id."
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents with RL.")
 tools_app = typer.Typer(help="Inspect tools.", no_args_is_help=True)
 scaffolds_app = typer.Typer(help="Inspect scaffolds.", no_args_is_help=True)
@@ -29,7 +30,7 @@ def _config_help() -> str:
 def train(
     overrides: Annotated[list[str] | None, typer.Argument(help="Config overrides: key.sub=value …")] = None,
     scaffold: Annotated[str | None, typer.Option(help="Scaffold name or import path (`a+b` mixes).")] = None,
-    model: Annotated[str | None, typer.Option(help="`tiny`, a checkpoint path, or a cached hub id.")] = None,
+    model: Annotated[str | None, typer.Option(help=MODEL_HELP)] = None,
     config: Annotated[Path | None, typer.Option("-c", "--config", help="TOML config file.")] = None,
     resume: Annotated[Path | None, typer.Option(help="Resume the run in this directory.")] = None,
     name: Annotated[str | None, typer.Option(help="Run name (directory under output_dir).")] = None,
@@ -174,7 +175,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) ->
 def sft(
     data: Annotated[Path, typer.Option(help='JSONL of conversations: {"messages": [...], "tools": [...]}')],
     output: Annotated[Path, typer.Option(help="Where to save the fine-tuned model.")],
-    model: Annotated[str, typer.Option(help="`tiny`, a checkpoint path, or a cached hub id.")] = "tiny",
+    model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tiny",
     epochs: Annotated[float, typer.Option(help="Passes over the data.")] = 1.0,
     lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
 ) -> None:
@@ -200,7 +201,7 @@ def sft(
 def eval_command(
     overrides: Annotated[list[str] | None, typer.Argument(help="EvalRunConfig overrides: key=value …")] = None,
     scaffold: Annotated[str, typer.Option(help="Scaffold name or import path.")] = "code",
-    model: Annotated[str, typer.Option(help="Model at the endpoint, or `tiny` / a checkpoint path.")] = "tiny",
+    model: Annotated[str, typer.Option(help="Model at the endpoint, or " + MODEL_HELP)] = "tiny",
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL; none = in-process.")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key (default $OPENAI_API_KEY).")] = None,
     samples: Annotated[int, typer.Option(help="Samples per task (pass@k up to this).")] = 1,
@@ -228,7 +229,7 @@ def eval_command(
 
 @app.command()
 def serve(
-    model: Annotated[str, typer.Option(help="`tiny`, a checkpoint path, or a cached hub id.")] = "tiny",
+    model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tiny",
     host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     record: Annotated[bool, typer.Option(help="Gateway mode: record sessions as token-exact trajectories.")] = False,

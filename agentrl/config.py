@@ -36,7 +36,8 @@ class PolicyConfig:
     """The model being trained (or evaluated) and how it samples."""
 
     model: str = "tiny"
-    """Model to train: `tiny` (the shipped tiny policy), a local checkpoint path, or a hub id already cached."""
+    """Model to train: `tiny` (the shipped tiny policy: code, search), `tiny-extended` (its stage trained on the
+    easy tiers of terminal, GUI and SWE too), a local checkpoint path, or a hub id already cached."""
     backend: str = "transformers"
     """Sampler backend: `transformers` (in-process), `vllm` (an in-process vLLM engine on the GPU, weights synced
     from the learner each step; the `vllm` extra) or `openai` (an OpenAI-compatible completions server)."""
@@ -235,14 +236,16 @@ class EvalRunConfig:
     scaffold: str = "code"
     """Scaffold by registry name or dotted path (its tasks, tools, system prompt and rewards)."""
     model: str = "tiny"
-    """Model name at the endpoint (`provider/model` goes through litellm), or `tiny` / a checkpoint path."""
+    """Model name at the endpoint (`provider/model` goes through litellm), or `tiny` / `tiny-extended` / a
+    checkpoint path."""
     base_url: str | None = None
     """OpenAI-compatible base URL (`http://host:port/v1`); None evaluates a local checkpoint in-process."""
     api_key: str | None = None
     """API key (defaults to $OPENAI_API_KEY, then `EMPTY`)."""
     format: str = "auto"
     """`text`: the scaffold's token-level loop (in-process, or token-id prompts to /v1/completions); `native`:
-    OpenAI tool calls over /v1/chat/completions; `auto`: text for `tiny` and local paths, native otherwise."""
+    OpenAI tool calls over /v1/chat/completions; `auto`: text for the shipped tiny policies and local paths,
+    native otherwise."""
     tasks: str | None = None
     """JSONL or Parquet task file to evaluate instead of the scaffold's bundled tasks (every row, any split)."""
     split: str = "test"

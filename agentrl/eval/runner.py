@@ -44,12 +44,14 @@ class EvalOutcome:
 
 
 def transport(config: EvalRunConfig) -> str:
-    """`text` or `native` for `config.format` (`auto`: text for `tiny` and existing local paths)."""
+    """`text` or `native` for `config.format` (`auto`: text for the shipped tiny policies and local paths)."""
+    from agentrl.tiny import SHIPPED
+
     if config.format in ("text", "native"):
         return config.format
     if config.format != "auto":
         raise ValueError(f"eval format must be auto, text or native, not {config.format!r}")
-    return "text" if config.model == "tiny" or Path(config.model).exists() else "native"
+    return "text" if config.model in SHIPPED or Path(config.model).exists() else "native"
 
 
 def results_path(config: EvalRunConfig) -> Path:

@@ -1,8 +1,8 @@
 """Load the policy model and tokenizer named by a `PolicyConfig`, and build the sampler backend over it.
 
-`tiny` resolves to the checkpoint shipped inside the package; anything else is a local path or a hub id that
-must already be in the local cache (nothing is downloaded at run time: `HF_HUB_OFFLINE` is honoured and a
-missing model fails with a message saying so).
+`tiny` and `tiny-extended` resolve to the checkpoints shipped inside the package; anything else is a local path
+or a hub id that must already be in the local cache (nothing is downloaded at run time: `HF_HUB_OFFLINE` is
+honoured and a missing model fails with a message saying so).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from agentrl.config import PolicyConfig
 
 
 def resolve_model_path(name: str) -> str:
-    """`tiny` → the shipped checkpoint directory; other names pass through unchanged."""
-    if name == "tiny":
-        from agentrl.tiny import POLICY_DIR
+    """`tiny` / `tiny-extended` → the shipped checkpoint directory; other names pass through unchanged."""
+    from agentrl.tiny import SHIPPED
 
-        if not (Path(POLICY_DIR) / "config.json").exists():
+    if name in SHIPPED:
+        if not (SHIPPED[name] / "config.json").exists():
             raise FileNotFoundError(
-                f"the shipped tiny policy is missing from {POLICY_DIR}; rebuild it with "
+                f"the shipped {name} policy is missing from {SHIPPED[name]}; rebuild it with "
                 "`python scripts/build_tiny_policy.py`"
             )
-        return str(POLICY_DIR)
+        return str(SHIPPED[name])
     return name
 
 

@@ -1,10 +1,16 @@
-"""The bundled tiny policy: a few-million-parameter Qwen2 warm-started on the bundled tasks.
+"""The bundled tiny policies: 1.3M-parameter Qwen2 checkpoints warm-started on the bundled tasks.
 
-`POLICY_DIR` holds the checkpoint (`config.json`, `model.safetensors`, `tokenizer.json`, ...) that
-`scripts/build_tiny_policy.py` rebuilds deterministically; load it with `AutoModelForCausalLM.from_pretrained` and
-`agentrl.policy.loading.load_tokenizer` (transformers would swap in Qwen2's digit handling).
+`POLICY_DIR` (`--model tiny`) learned the code and search scaffolds; `EXTENDED_POLICY_DIR`
+(`--model tiny-extended`) continued from it through echo drills and the easy tiers of the terminal, GUI and SWE
+scaffolds (it copies names, labels and paths it never saw, at some cost on code and search). Both are directories
+(`config.json`, `model.safetensors`, `tokenizer.json`, ...) that `scripts/build_tiny_policy.py` rebuilds; load
+them with `AutoModelForCausalLM.from_pretrained` and `agentrl.policy.loading.load_tokenizer` (transformers would
+swap in Qwen2's digit handling).
 """
 
 from pathlib import Path
 
 POLICY_DIR = Path(__file__).parent / "policy"
+EXTENDED_POLICY_DIR = Path(__file__).parent / "policy_extended"
+SHIPPED = {"tiny": POLICY_DIR, "tiny-extended": EXTENDED_POLICY_DIR}
+"""The names `--model` accepts for the shipped checkpoints."""

@@ -46,9 +46,9 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
     Path(purelib, "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     code = (
         "import agentrl, agentrl.tools, agentrl.scaffolds.code, agentrl.scaffolds.search, agentrl.rewards.outcome\n"
-        "from agentrl.tiny import POLICY_DIR\n"
+        "from agentrl.tiny import SHIPPED\n"
         f"assert agentrl.__file__.startswith({purelib!r}), agentrl.__file__\n"
-        "assert (POLICY_DIR / 'config.json').exists()\n"
+        "assert all((path / 'model.safetensors').exists() for path in SHIPPED.values())\n"
         "from agentrl.scaffolds.code import CodeScaffold\n"
         "assert len(CodeScaffold().tasks('test')) > 0\n"
         "print('ok')\n"
