@@ -17,7 +17,9 @@ content part next to the outline.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import weakref
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +38,11 @@ DEFAULT_ROLLOUT = RolloutConfig(max_turns=12, max_new_tokens_per_turn=64, max_to
 tokens."""
 OBSERVATIONS = ("text", "screenshot")
 OBSERVE_FIRST = "The browser shows the start page: call observe to see it."
+
+MAX_CONCURRENT_STARTS = 4
+"""Episodes that open their start page at once (per event loop); the others wait their turn. One chromium loading
+dozens of new pages at once on a small machine misses the page-load limit for every one of them."""
+_start_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 _opened: contextvars.ContextVar[tuple[EpisodeSession, str] | None] = contextvars.ContextVar("gui_opened", default=None)
 
@@ -108,11 +115,13 @@ class GuiScaffold(ReactScaffold):
         from agentrl.tool_client import ToolServerError
 
         server = app_server()
-        key = server.new_episode()
-        session = EpisodeSession(await tools.open_session(names), key)
-        page = await session.call(
-            ToolCall("start", "navigate", {"url": server.start_url(key, task.metadata["start_path"])})
-        )
+        loop = asyncio.get_running_loop()
+        async with _start_slots.setdefault(loop, asyncio.Semaphore(MAX_CONCURRENT_STARTS)):
+            key = server.new_episode()
+            session = EpisodeSession(await tools.open_session(names), key)
+            page = await session.call(
+                ToolCall("start", "navigate", {"url": server.start_url(key, task.metadata["start_path"])})
+            )
         if page.is_error:
             await _close_quietly(session)
             raise ToolServerError(f"the start page did not open: {page.text}")
