@@ -1,4 +1,4 @@
-"""The bundled SWE tasks: 24 small original Python repositories with one bug each, in three tiers.
+"""The bundled SWE tasks: 36 small original Python repositories with one bug each, in three tiers.
 
 Each repository is a plain source tree under `repos/<name>/` at its base state (the bug and the visible tests);
 `tasks.jsonl` holds the SWE-bench records: the problem statement (easy: names the file and the wrong expression;

@@ -1,0 +1,3 @@
+from grades.letters import letter_grade, passed
+
+__all__ = ["letter_grade", "passed"]

@@ -1,0 +1,3 @@
+from lending.checkout import LibraryCard
+
+__all__ = ["LibraryCard"]

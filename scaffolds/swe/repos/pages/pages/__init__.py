@@ -1,0 +1,3 @@
+from pages.paginate import page_count, page_items
+
+__all__ = ["page_count", "page_items"]

@@ -1,0 +1,3 @@
+from splitbill.bill import Bill
+
+__all__ = ["Bill"]

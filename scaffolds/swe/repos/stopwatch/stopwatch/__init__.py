@@ -1,0 +1,3 @@
+from stopwatch.laps import Stopwatch
+
+__all__ = ["Stopwatch"]

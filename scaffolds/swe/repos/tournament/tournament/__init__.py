@@ -1,0 +1,3 @@
+from tournament.standings import LeagueTable
+
+__all__ = ["LeagueTable"]

@@ -1,0 +1,3 @@
+from urlkit.builder import UrlBuilder
+
+__all__ = ["UrlBuilder"]
