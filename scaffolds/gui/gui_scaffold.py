@@ -44,6 +44,16 @@ MAX_CONCURRENT_STARTS = 4
 dozens of new pages at once on a small machine misses the page-load limit for every one of them."""
 _start_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
+
+def _start_slot() -> asyncio.Semaphore:
+    """This event loop's semaphore over start pages (one per loop: a semaphore belongs to the loop it waits on)."""
+    loop = asyncio.get_running_loop()
+    slots = _start_slots.get(loop)
+    if slots is None:
+        slots = _start_slots[loop] = asyncio.Semaphore(MAX_CONCURRENT_STARTS)
+    return slots
+
+
 _opened: contextvars.ContextVar[tuple[EpisodeSession, str] | None] = contextvars.ContextVar("gui_opened", default=None)
 
 
@@ -115,8 +125,7 @@ class GuiScaffold(ReactScaffold):
         from agentrl.tool_client import ToolServerError
 
         server = app_server()
-        loop = asyncio.get_running_loop()
-        async with _start_slots.setdefault(loop, asyncio.Semaphore(MAX_CONCURRENT_STARTS)):
+        async with _start_slot():
             key = server.new_episode()
             session = EpisodeSession(await tools.open_session(names), key)
             page = await session.call(
