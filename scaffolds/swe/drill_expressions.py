@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from agentrl.scaffolds.demonstration import made_up_name
+
 # --- vocabulary -----------------------------------------------------------------------------------------------
 
 _NUM_VARS = (
@@ -122,22 +124,33 @@ def function_call(name: str, *args: Node) -> Node:
 
 
 class Gen:
-    """Random typed expressions; `self_attrs` makes `self.x` operands likely (a method's body)."""
+    """Random typed expressions; `self_attrs` makes `self.x` operands likely (a method's body). With probability
+    `made_up` a variable, attribute or constant is made up (`made_up_name`, a number below 1000) instead of
+    drawn from the short lists above, so that a policy learns to copy operands rather than recall them."""
 
-    def __init__(self, rng: random.Random, self_attrs: bool):
-        self.rng, self.self_attrs = rng, self_attrs
+    def __init__(self, rng: random.Random, self_attrs: bool, made_up: float = 0.0):
+        self.rng, self.self_attrs, self.made_up = rng, self_attrs, made_up
+
+    def _made_up(self) -> bool:
+        # no draw at all when nothing is made up: the drill stream stays what it was without the option
+        return bool(self.made_up) and self.rng.random() < self.made_up
+
+    def _word(self, words: list[str]) -> str:
+        return made_up_name(self.rng, max_chars=8) if self._made_up() else self.rng.choice(words)
 
     def num_var(self) -> Node:
         if self.self_attrs and self.rng.random() < 0.5:
-            return ("attr", ("name", "self"), self.rng.choice(_NUM_ATTRS))
-        return ("name", self.rng.choice(_NUM_VARS))
+            return ("attr", ("name", "self"), self._word(_NUM_ATTRS))
+        return ("name", self._word(_NUM_VARS))
 
     def seq_var(self) -> Node:
         if self.self_attrs and self.rng.random() < 0.5:
-            return ("attr", ("name", "self"), self.rng.choice(_SEQ_ATTRS))
-        return ("name", self.rng.choice(_SEQ_VARS))
+            return ("attr", ("name", "self"), self._word(_SEQ_ATTRS))
+        return ("name", self._word(_SEQ_VARS))
 
     def const(self) -> Node:
+        if self._made_up():
+            return ("num", self.rng.randint(2, 999))
         return ("num", self.rng.choice(_INTS[:-1]))
 
     def lit(self) -> Node:
@@ -179,7 +192,7 @@ class Gen:
         rng = self.rng
         r = rng.random()
         if depth <= 0 or r < 0.3:
-            return ("name", rng.choice(_STR_VARS)) if rng.random() < 0.8 else self.lit()
+            return ("name", self._word(_STR_VARS)) if rng.random() < 0.8 else self.lit()
         if r < 0.5:
             return method_call(self.text(depth - 1), rng.choice(["lower", "upper", "strip", "title", "capitalize"]))
         if r < 0.6:

@@ -220,14 +220,15 @@ class Drill:
     """Another wrong variant of `wrong` (what the `wrong_fix` mistake puts in its place)."""
 
 
-def draw(rng: random.Random) -> Drill:
-    """A random easy-tier issue; never a bundled statement, and naming no held-out task's file or function."""
+def draw(rng: random.Random, *, made_up_operands: float = 0.0) -> Drill:
+    """A random easy-tier issue; never a bundled statement, and naming no held-out task's file or function.
+    `made_up_operands`: how often a variable, attribute or constant of the expressions is made up."""
     while True:
         path = _path(rng)
         function, is_method = _function(rng)
         if path in held_out_names() or function in held_out_names():
             continue
-        gen = Gen(rng, is_method)
+        gen = Gen(rng, is_method, made_up=made_up_operands)
         template, tree, prefix, numeric = _phrase(rng, gen)
         quote = '"' if rng.random() < 0.6 else "'"
         other = mutate(rng, tree, numeric=numeric, quote=quote)
@@ -292,9 +293,9 @@ def _call_id(turn: int) -> str:
     return f"call_{turn}_0"
 
 
-def demonstration(rng: random.Random, *, mistake_rate: float) -> list[dict[str, Any]]:
+def demonstration(rng: random.Random, *, mistake_rate: float, made_up_operands: float = 0.0) -> list[dict[str, Any]]:
     """One easy-tier drill (OpenAI message dicts), deliberately wrong with probability `mistake_rate`."""
-    drill = draw(rng)
+    drill = draw(rng, made_up_operands=made_up_operands)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": issue_message(drill.statement)},

@@ -301,6 +301,27 @@ def test_swe_drills_vary_and_are_deterministic():
     assert len({p[0] for p in parts}) > 0.5 * len(parts)
 
 
+def test_swe_drills_with_made_up_operands_copy_rather_than_recall():
+    rng = random.Random(9)
+    assert [swe_drills.demonstration(rng, mistake_rate=0.3, made_up_operands=0.0) for _ in range(N)] == drills(
+        swe_drills, 9, 0.3
+    ), "without made-up operands the drill stream is unchanged"
+    rng = random.Random(10)
+    made_up = [swe_drills.demonstration(rng, mistake_rate=0.0, made_up_operands=0.5) for _ in range(N)]
+
+    def identifiers(batch: list[list[dict]]) -> set[str]:
+        return {name for m in batch for name in re.findall(r"[A-Za-z_]\w*", swe_parts(m)[2])}
+
+    assert len(identifiers(made_up)) > 2 * len(identifiers(drills(swe_drills, 10, 0.0)))
+    assert any(
+        re.search(r"\b(?!(?:0|1|2|3|4|5|7|9|10|12|24|32|60|100|365|1000|1024)\b)\d+\b", swe_parts(m)[2])
+        for m in made_up
+    )
+    for messages in made_up:
+        path, _, wrong, right = swe_parts(messages)
+        assert swe_calls(messages)[-2][1] == {"path": path, "old_str": wrong, "new_str": right}
+
+
 def test_swe_drills_are_about_as_long_as_real_episodes():
     for messages in drills(swe_drills, 6, 0.3):
         assert len(render(messages, [])) < MAX_SWE_RENDERED
