@@ -1,4 +1,5 @@
-"""`agentrl swe grade`: grade SWE-bench-style predictions on local tasks, as the SWE-bench harness does.
+"""`agentrl swe grade`: grade SWE-bench-style predictions on local tasks, as the SWE-bench harness does; and
+`agentrl swe synth`: more easy training tasks from a task set's training repositories (`synthesis`).
 
 Predictions are JSONL rows (or one JSON list) with `instance_id` and `model_patch` (and optionally
 `model_name_or_path`), the format SWE-bench uses. Results: one JSON line per prediction (resolved, status, each
@@ -17,6 +18,7 @@ from typing import Any
 from agentrl.scaffolds.swe import bundled
 from agentrl.scaffolds.swe.grading import TEST_TIMEOUT_S, GradeResult, grade_many
 from agentrl.scaffolds.swe.instances import SweInstance, load_instances
+from agentrl.scaffolds.swe.synthesis import SynthesisReport, synthesize
 
 
 def load_predictions(path: str | Path) -> list[dict[str, Any]]:
@@ -58,6 +60,21 @@ def grade_predictions(
     summary = summarize([i for i, _ in jobs], results)
     out_path.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary, out_path
+
+
+def synthesize_tasks(
+    out: str | Path,
+    *,
+    tasks: str | Path | None = None,
+    repos_dir: str | Path | None = None,
+    **options: Any,
+) -> SynthesisReport:
+    """`synthesis.synthesize` over a task file (default: the bundled tasks)."""
+    is_bundled = tasks is None or Path(tasks).resolve() == bundled.TASKS_FILE.resolve()
+    if repos_dir is None and not is_bundled:
+        raise ValueError("--repos-dir is needed for tasks other than the bundled ones (nothing is downloaded)")
+    instances = load_instances(tasks or bundled.TASKS_FILE)
+    return synthesize(instances, repos_dir or bundled.repos_dir(), out, **options)
 
 
 def summarize(instances: list[SweInstance], results: list[GradeResult]) -> dict[str, Any]:
