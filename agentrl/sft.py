@@ -4,6 +4,8 @@ A conversation is `{"messages": [...OpenAI messages...], "tools": [...function-t
 the tokenizer's chat template exactly as the scaffolds render it at rollout time. The loss covers the assistant's
 tokens only (tool calls, answers and their end-of-turn token), never the prompt or the tool results. trl swaps in
 its training variant of the chat template (the same text, with `{% generation %}` markers) to build that mask.
+An assistant message with `"loss": false` is context, not a target: a demonstration can show a failed call and the
+recovery from it while teaching only the recovery.
 
     metrics = run_sft(model, tokenizer, conversations, output_dir="runs/sft", epochs=3, lr=1e-3)
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,14 +103,50 @@ def run_sft(
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    trainer = SFTTrainer(model=model, args=config, train_dataset=_dataset(conversations), processing_class=tokenizer)
-    if settings.stop_at_loss is not None:
-        trainer.add_callback(_stop_at_loss(settings.stop_at_loss))
-    result = trainer.train()
+    template = tokenizer.chat_template
+    if any(m.get("loss") is False for c in conversations for m in c["messages"]):
+        tokenizer.chat_template = context_only_template(tokenizer)
+    try:
+        trainer = SFTTrainer(
+            model=model, args=config, train_dataset=_dataset(conversations), processing_class=tokenizer
+        )
+        if settings.stop_at_loss is not None:
+            trainer.add_callback(_stop_at_loss(settings.stop_at_loss))
+        result = trainer.train()
+    finally:
+        tokenizer.chat_template = template
     losses = [(log["step"], log["loss"]) for log in trainer.state.log_history if "loss" in log]
     if not all(math.isfinite(loss) for _, loss in losses):
         logger.warning("non-finite SFT loss: %s", losses)
     return {**result.metrics, "loss_history": losses}
+
+
+# A Jinja comment is matched first and kept as it is: trl's templates mention the markers in comments.
+_GENERATION = re.compile(r"(\{#.*?#\})|(\{%-?\s*generation\s*-?%\})(.*?)(\{%-?\s*endgeneration\s*-?%\})", re.DOTALL)
+
+
+def context_only_template(tokenizer: Any) -> str:
+    """The training chat template (with trl's `{% generation %}` markers) in which an assistant message with
+    `"loss": false` renders the same text outside the markers, so the loss skips it."""
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = tokenizer.chat_template
+    if not has_generation_markers(template):
+        template = get_training_chat_template(tokenizer)
+    blocks = [m for m in _GENERATION.finditer(template or "") if m.group(2)]
+    if template is None or len(blocks) != 1:
+        raise ValueError("assistant messages with loss=false need a chat template with one {% generation %} block")
+
+    def split(match: re.Match) -> str:
+        comment, opening, body, closing = match.groups()
+        if comment:
+            return comment
+        return (
+            "{%- if message.loss is defined and message.loss is false %}" + body
+            + "{%- else %}" + opening + body + closing + "{%- endif %}"
+        )  # fmt: skip
+
+    return _GENERATION.sub(split, template)
 
 
 def _dataset(conversations: Sequence[dict[str, Any]]) -> Any:

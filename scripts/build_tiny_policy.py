@@ -29,7 +29,8 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    (`scaffolds/gui/drills.py`, `scaffolds/swe/drills.py`; no bundled task is among them), with echo drills and
    base demonstrations replayed alongside, in the passes `EXTEND_PASSES`: one over all three, then one weighted
    towards the GUI drills. `--extend-passes swe --init agentrl/tiny/policy_extended` continues with the passes
-   weighted towards the SWE drills (`SWE_PASSES`), which the shipped policy does not include.
+   weighted towards the SWE drills (`SWE_PASSES`), and `--extend-passes swe_retry` from that result with one
+   whose drills retry after a failed first edit (`SWE_RETRY_PASSES`); the shipped policy includes neither.
 
 The conversations come from `tiny_policy_data.py`. Every source of randomness is seeded and the thread count is
 fixed, so the same versions of torch/transformers/trl on the same kind of machine give the same files. The weights
@@ -93,13 +94,15 @@ class Pass:
 
 def _swe_pass(counts: dict[str, int], lr: float, seed: int, stream: str) -> Pass:
     # constant rate, and few deliberate miscopies and wrong fixes: these passes are for precision
-    return Pass(counts, lr, seed, stream, "constant_with_warmup", 0.02, {"swe": 0.1, "swe_made_up": 0.1})
+    rates = {"swe": 0.1, "swe_made_up": 0.1, "swe_retry": 0.1}
+    return Pass(counts, lr, seed, stream, "constant_with_warmup", 0.02, rates)
 
 
 SWE_ONLY = {"swe": 1500, "terminal": 200, "gui": 200, "echo": 200, "replay": 300}
 SWE_ECHO = {"swe": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
 SWE_MADE_UP = {"swe_made_up": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
 SWE_MADE_UP_PASSES = 3
+SWE_RETRY = {"swe_retry": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
 EXTEND_PASSES = (
     Pass({"terminal": 4000, "gui": 3000, "swe": 3000, "echo": 2000, "replay": 4000}, lr=2e-3, seed=0, stream="extend"),
     # GUI labels are the longest strings the easy tiers copy: the first pass leaves them garbled (held-out easy
@@ -123,7 +126,15 @@ SWE_PASSES = (
 """Passes weighted towards the SWE drills (`--extend-passes swe`, from `tiny-extended`), not in the shipped policy:
 held-out easy SWE success 0 -> 0.08, but held-out easy terminal 0.29 -> 0.18, and RL on the SWE easy tier from the
 result raises train success, not held-out (0.08 -> 0.10 in 20 steps)."""
-PASS_SETS = {"shipped": EXTEND_PASSES, "swe": SWE_PASSES, "shipped+swe": EXTEND_PASSES + SWE_PASSES}
+SWE_RETRY_PASSES = (_swe_pass(SWE_RETRY, 5e-4, 400, "swe400"),)
+"""After `SWE_PASSES`: drills that retry after a failed first edit (`swe_retry`)."""
+PASS_SETS = {
+    "shipped": EXTEND_PASSES,
+    "swe": SWE_PASSES,
+    "swe_retry": SWE_RETRY_PASSES,
+    "swe+retry": SWE_PASSES + SWE_RETRY_PASSES,
+    "shipped+swe": EXTEND_PASSES + SWE_PASSES,
+}
 STAGES = ("base", "copy", "extend")
 
 

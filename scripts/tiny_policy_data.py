@@ -12,19 +12,32 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-MISTAKE_RATE = {"code": 0.5, "search": 0.5, "terminal": 0.3, "gui": 0.3, "swe": 0.3, "swe_made_up": 0.3}
+MISTAKE_RATE = {
+    "code": 0.5,
+    "search": 0.5,
+    "terminal": 0.3,
+    "gui": 0.3,
+    "swe": 0.3,
+    "swe_made_up": 0.3,
+    "swe_retry": 0.3,
+}
 """Probability that a demonstration is deliberately wrong, per scaffold."""
 DRAWS = {"code": 1, "search": 8}
 """Expert conversations per training task of the base scaffolds (each draws its own mistakes): the search world has
 a few thousand questions, the code scaffold tens of thousands of distinct ones."""
 BASE_SOURCES = ("code", "search")
 """The base stage: a fresh tokenizer and model learn these scaffolds (and, with them, to copy numbers)."""
-GENERATED_SOURCES = ("terminal", "gui", "swe", "swe_made_up")
-"""Sources drawn in any number: terminal tasks over made-up names, GUI and SWE drills, and SWE drills whose
-expressions have made-up operands (`SWE_MADE_UP_OPERANDS`)."""
+GENERATED_SOURCES = ("terminal", "gui", "swe", "swe_made_up", "swe_retry")
+"""Sources drawn in any number: terminal tasks over made-up names, GUI and SWE drills, SWE drills whose
+expressions have made-up operands (`SWE_MADE_UP_OPERANDS`), and those again retrying after a failed first edit
+(`SWE_RETRY_RATE`)."""
 SWE_MADE_UP_OPERANDS = 0.5
 """How often a variable, attribute or constant in a `swe_made_up` drill's expressions is made up: with the drills'
 short word lists alone the policy recalls operands instead of copying them, and garbles held-out ones."""
+
+SWE_RETRY_RATE = 0.5
+"""How often a correct `swe_retry` drill's first edit fails and is tried again: the policy garbles some copies,
+and one that submits after its first error leaves RL no second attempt to reinforce."""
 
 Source = Callable[[random.Random, float, int], Iterator[tuple[list[dict[str, Any]], list[dict]]]]
 """(rng, mistake rate, count) → demonstrations, each (messages, tool schemas to render with)."""
@@ -72,6 +85,7 @@ def _sources() -> dict[str, Source]:
         "gui": drills(gui_drills),
         "swe": drills(swe_drills),
         "swe_made_up": drills(swe_drills, made_up_operands=SWE_MADE_UP_OPERANDS),
+        "swe_retry": drills(swe_drills, made_up_operands=SWE_MADE_UP_OPERANDS, retry_rate=SWE_RETRY_RATE),
     }
 
 

@@ -16,6 +16,12 @@ which ends the episode.
 The bundled tasks are never used for drills: no drill's statement is a bundled one, and none names a file or
 function of a held-out (`test`) easy task.
 
+With probability `retry_rate` (default 0: the stream is then unchanged), a correct drill's first `str_replace`
+slips (the wrong expression or the path miscopied, or `new_str` left out), gets the real tool's error, and the
+drill tries again, right this time: a policy that never sees a failed call answered by another one submits after
+its first error, and RL has no retry to reinforce. The slipped call is marked `"loss": false`, so fine-tuning
+learns the recovery and not the slip.
+
 With probability `mistake_rate` a drill is deliberately wrong, so the warm-started policy is imperfect and RL has
 something to fix:
 
@@ -28,6 +34,7 @@ something to fix:
 from __future__ import annotations
 
 import functools
+import posixpath
 import random
 import re
 from dataclasses import dataclass
@@ -40,6 +47,8 @@ from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
 
 MISTAKES = {"no_edit": 0.3, "wrong_fix": 0.35, "miscopy": 0.35}
 """Relative frequency of each kind of mistake."""
+RETRY_SLIPS = {"old_str": 0.6, "path": 0.25, "new_str": 0.15}
+"""What the first attempt of a retried drill gets wrong, and how often."""
 RUN_TESTS_RATE = 0.3
 """How often a drill runs the visible tests before editing (as the scripted expert does)."""
 SUBMITTED = "Submitted: the diff of the workspace against the original repository is your patch. The task is over."
@@ -59,6 +68,16 @@ def edited(path: str, line: int) -> str:
 def not_found(path: str) -> str:
     """`str_replace`'s error when `old_str` is not in the file (`tools/files/file_editor.py`)."""
     return f"old_str does not occur in {path}; view the file and copy the text exactly"
+
+
+def no_such_file(path: str) -> str:
+    """The sandbox's error when the file to edit does not exist (`agentrl/sandbox/worker.py`)."""
+    return f"No such file or directory: /workspace/{path}"
+
+
+def missing_argument(name: str) -> str:
+    """The tool server's error for a `str_replace` call without argument `name` (`agentrl/tool.py`)."""
+    return f"bad arguments for str_replace: field '{name}': Field required"
 
 
 # --- vocabulary -----------------------------------------------------------------------------------------------
@@ -294,8 +313,33 @@ def _call_id(turn: int) -> str:
     return f"call_{turn}_0"
 
 
-def demonstration(rng: random.Random, *, mistake_rate: float, made_up_operands: float = 0.0) -> list[dict[str, Any]]:
-    """One easy-tier drill (OpenAI message dicts), deliberately wrong with probability `mistake_rate`."""
+def failed_attempt(rng: random.Random, drill: Drill) -> tuple[dict[str, str], str]:
+    """A first `str_replace` for `drill` with one slip (`RETRY_SLIPS`), and the error it gets."""
+    slip = rng.choices(list(RETRY_SLIPS), weights=list(RETRY_SLIPS.values()))[0]
+    arguments = {"path": drill.path, "old_str": drill.wrong, "new_str": drill.right}
+    if slip == "old_str":
+        arguments["old_str"] = miscopy(rng, drill.wrong)
+        return arguments, not_found(drill.path)
+    if slip == "path":
+        arguments["path"] = _miscopied_path(rng, drill.path)
+        return arguments, no_such_file(arguments["path"])
+    del arguments["new_str"]
+    return arguments, missing_argument("new_str")
+
+
+def _miscopied_path(rng: random.Random, path: str) -> str:
+    """`path` with a slip that names another file (`a//b.py` or `a/./b.py` would still be `a/b.py`)."""
+    while True:
+        copy = miscopy(rng, path)
+        if posixpath.normpath(copy) != posixpath.normpath(path) and "//" not in copy:
+            return copy
+
+
+def demonstration(
+    rng: random.Random, *, mistake_rate: float, made_up_operands: float = 0.0, retry_rate: float = 0.0
+) -> list[dict[str, Any]]:
+    """One easy-tier drill (OpenAI message dicts), deliberately wrong with probability `mistake_rate`; a correct
+    one retries after a failed first edit with probability `retry_rate`."""
     drill = draw(rng, made_up_operands=made_up_operands)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
@@ -307,6 +351,12 @@ def demonstration(rng: random.Random, *, mistake_rate: float, made_up_operands: 
         messages += tool_call_messages(
             "run_tests", {}, tests_output(rng), call_id=_call_id(turn), content=RUN_TESTS_NOTE
         )
+        turn += 1
+    if mistake is None and retry_rate and rng.random() < retry_rate:
+        arguments, error = failed_attempt(rng, drill)
+        attempt = tool_call_messages("str_replace", arguments, error, call_id=_call_id(turn))
+        attempt[0]["loss"] = False  # context for the retry: SFT learns the recovery, not the slip (`agentrl.sft`)
+        messages += attempt
         turn += 1
     if mistake != "no_edit":
         old, new = drill.wrong, drill.right

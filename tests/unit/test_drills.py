@@ -18,6 +18,7 @@ from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT as SWE_SYSTEM_PROMPT
 from agentrl.tools.files import FileEditor
 
 from agentrl.tiny.tokenizer import render
+from agentrl.tool import ToolError
 
 pytestmark = pytest.mark.unit
 
@@ -206,7 +207,8 @@ def swe_calls(messages: list[dict]) -> list[tuple[str, dict, str]]:
     calls = check_calls(messages)
     assert messages[-1]["role"] == "tool"
     assert calls[-1] == ("submit", {}, swe_drills.SUBMITTED)
-    assert [c[0] for c in calls[:-1]] in ([], ["run_tests"], ["str_replace"], ["run_tests", "str_replace"])
+    edits = [["str_replace"], ["str_replace", "str_replace"]]
+    assert [c[0] for c in calls[:-1]] in ([], ["run_tests"], *edits, *(["run_tests", *e] for e in edits))
     for name, arguments, result in calls:
         if name == "run_tests":
             assert arguments == {}
@@ -318,6 +320,46 @@ def test_swe_drills_with_made_up_operands_copy_rather_than_recall():
     for messages in made_up:
         path, _, wrong, right = swe_parts(messages)
         assert swe_calls(messages)[-2][1] == {"path": path, "old_str": wrong, "new_str": right}
+
+
+async def test_swe_drills_that_retry_get_the_real_errors_and_then_fix_it(tmp_path: Path):
+    rng = random.Random(11)
+    assert [swe_drills.demonstration(rng, mistake_rate=0.3, retry_rate=0.0) for _ in range(N)] == drills(
+        swe_drills, 11, 0.3
+    ), "without retries the drill stream is unchanged"
+
+    class Workspace:
+        workspace = "/workspace"
+
+        async def read_file(self, path: str, max_bytes: int) -> str:
+            if not (tmp_path / path[len("/workspace/") :]).is_file():  # as the sandbox worker reports it
+                raise ToolError(f"No such file or directory: {path}")
+            return (tmp_path / path[len("/workspace/") :]).read_text()
+
+        async def write_file(self, path: str, content: str) -> None:
+            (tmp_path / path[len("/workspace/") :]).write_text(content)
+
+    editor = FileEditor(Workspace())
+    rng = random.Random(12)
+    slips = set()
+    for _ in range(200):
+        messages = swe_drills.demonstration(rng, mistake_rate=0.0, made_up_operands=0.5, retry_rate=1.0)
+        path, _, wrong, right = swe_parts(messages)
+        first, second = [(a, r) for name, a, r in swe_calls(messages) if name == "str_replace"]
+        assert second[0] == {"path": path, "old_str": wrong, "new_str": right}
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        line = int(second[1].rsplit(" ", 1)[1].split("-")[0])
+        (tmp_path / path).write_text("\n" * (line - 1) + f"    {wrong}\n")
+        real = await editor.str_replace.call(first[0])
+        assert real.is_error and real.text == first[1]
+        slips.add(first[1].split(" ")[0])
+        assert (await editor.str_replace.call(second[0])).text == second[1]
+    assert slips == {"old_str", "No", "bad"}
+    share = sum(
+        len([c for c in swe_calls(m) if c[0] == "str_replace"]) == 2
+        for m in (swe_drills.demonstration(rng, mistake_rate=0.3, retry_rate=0.5) for _ in range(1000))
+    )
+    assert 0.3 < share / 1000 < 0.4  # half of the 70% that are correct
 
 
 def test_swe_drills_are_about_as_long_as_real_episodes():

@@ -1,0 +1,58 @@
+"""SFT demonstrations can hold assistant turns that are context only (`"loss": false`): the text is the same, the
+loss mask skips them."""
+
+import copy
+
+import pytest
+
+from agentrl.sft import context_only_template
+
+pytestmark = pytest.mark.unit
+
+
+def call(name, **arguments):
+    return {"type": "function", "id": f"call_{name}", "function": {"name": name, "arguments": arguments}}
+
+
+MESSAGES = [
+    {"role": "system", "content": "You fix bugs."},
+    {"role": "user", "content": "Fix it."},
+    {"role": "assistant", "content": "", "tool_calls": [call("str_replace", old_str="SLIPPED")], "loss": False},
+    {"role": "tool", "tool_call_id": "call_str_replace", "content": "old_str does not occur"},
+    {"role": "assistant", "content": "", "tool_calls": [call("str_replace", old_str="RIGHT")]},
+    {"role": "tool", "tool_call_id": "call_str_replace", "content": "edited"},
+    {"role": "assistant", "content": "Done."},
+]
+
+
+@pytest.fixture
+def tokenizer(tiny_tokenizer):
+    tok = copy.deepcopy(tiny_tokenizer)
+    # the shipped template's toolless prefix hides Qwen2.5's template from trl (as in build_tiny_policy._load)
+    tok.chat_template = tok.chat_template.split("{%- set tools = none %}\n", 1)[1]
+    return tok
+
+
+def targets(tok, template, messages):
+    out = tok.apply_chat_template(
+        messages, chat_template=template, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    ids, mask = out["input_ids"], out["assistant_masks"]
+    return tok.decode(ids), tok.decode([i for i, m in zip(ids, mask, strict=True) if m])
+
+
+def test_a_context_only_turn_renders_the_same_and_is_not_a_target(tokenizer):
+    template = context_only_template(tokenizer)
+    text, trained = targets(tokenizer, template, MESSAGES)
+    plain = [{k: v for k, v in m.items() if k != "loss"} for m in MESSAGES]
+    assert text == tokenizer.apply_chat_template(plain, tokenize=False)
+    assert "SLIPPED" in text and "SLIPPED" not in trained
+    assert "RIGHT" in trained and "Done." in trained
+    _, all_trained = targets(tokenizer, template, plain)
+    assert "SLIPPED" in all_trained  # without the flag every assistant turn is a target
+
+
+def test_a_template_without_a_generation_block_is_refused(tokenizer):
+    tokenizer.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    with pytest.raises(ValueError, match="generation"):
+        context_only_template(tokenizer)
