@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-MODEL_HELP = "`tiny`, `tiny-extended`, a checkpoint path, or a cached hub id."
+MODEL_HELP = "`tiny`, `tiny-extended`, `tiny-swe`, a checkpoint path, or a cached hub id."
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents with RL.")
 tools_app = typer.Typer(help="Inspect tools.", no_args_is_help=True)
 scaffolds_app = typer.Typer(help="Inspect scaffolds.", no_args_is_help=True)

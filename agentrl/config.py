@@ -37,7 +37,8 @@ class PolicyConfig:
 
     model: str = "tiny"
     """Model to train: `tiny` (the shipped tiny policy: code, search), `tiny-extended` (its stage trained on the
-    easy tiers of terminal, GUI and SWE too), a local checkpoint path, or a hub id already cached."""
+    easy tiers of terminal, GUI and SWE too), `tiny-swe` (that stage trained further on SWE drills), a local
+    checkpoint path, or a hub id already cached."""
     backend: str = "transformers"
     """Sampler backend: `transformers` (in-process), `vllm` (an in-process vLLM engine on the GPU, weights synced
     from the learner each step; the `vllm` extra) or `openai` (an OpenAI-compatible completions server)."""
@@ -236,8 +237,8 @@ class EvalRunConfig:
     scaffold: str = "code"
     """Scaffold by registry name or dotted path (its tasks, tools, system prompt and rewards)."""
     model: str = "tiny"
-    """Model name at the endpoint (`provider/model` goes through litellm), or `tiny` / `tiny-extended` / a
-    checkpoint path."""
+    """Model name at the endpoint (`provider/model` goes through litellm), or `tiny` / `tiny-extended` /
+    `tiny-swe` / a checkpoint path."""
     base_url: str | None = None
     """OpenAI-compatible base URL (`http://host:port/v1`); None evaluates a local checkpoint in-process."""
     api_key: str | None = None

@@ -30,7 +30,10 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    base demonstrations replayed alongside, in the passes `EXTEND_PASSES`: one over all three, then one weighted
    towards the GUI drills. `--extend-passes swe --init agentrl/tiny/policy_extended` continues with the passes
    weighted towards the SWE drills (`SWE_PASSES`), and `--extend-passes swe_retry` from that result with one
-   whose drills retry after a failed first edit (`SWE_RETRY_PASSES`); the shipped policy includes neither.
+   whose drills retry after a failed first edit (`SWE_RETRY_PASSES`); `tiny-extended` includes neither. The
+   shipped `tiny-swe` (`agentrl/tiny/policy_swe/`) is the `swe_retry` pass run by this script over a checkpoint
+   of `SWE_PASSES` that a loop feeding the same mixtures in chunks trained; one run of `--extend-passes swe+retry`
+   has not been checked against it.
 
 The conversations come from `tiny_policy_data.py`. Every source of randomness is seeded and the thread count is
 fixed, so the same versions of torch/transformers/trl on the same kind of machine give the same files. The weights

@@ -1,7 +1,7 @@
 """Load the policy model and tokenizer named by a `PolicyConfig`, and build the sampler backend over it.
 
-`tiny` and `tiny-extended` resolve to the checkpoints shipped inside the package; anything else is a local path
-or a hub id that must already be in the local cache (nothing is downloaded at run time: `HF_HUB_OFFLINE` is
+`tiny`, `tiny-extended` and `tiny-swe` resolve to the checkpoints shipped inside the package; anything else is a
+local path or a hub id that must already be in the local cache (nothing is downloaded at run time: `HF_HUB_OFFLINE` is
 honoured and a missing model fails with a message saying so).
 """
 
@@ -15,7 +15,8 @@ from agentrl.config import PolicyConfig
 
 
 def resolve_model_path(name: str) -> str:
-    """`tiny` / `tiny-extended` → the shipped checkpoint directory; other names pass through unchanged."""
+    """`tiny` / `tiny-extended` / `tiny-swe` → the shipped checkpoint directory; other names pass through
+    unchanged."""
     from agentrl.tiny import SHIPPED
 
     if name in SHIPPED:
