@@ -104,8 +104,8 @@ def run_sft(
         dataloader_num_workers=0,
     )
     template = tokenizer.chat_template
-    if any(m.get("loss") is False for c in conversations for m in c["messages"]):
-        tokenizer.chat_template = context_only_template(tokenizer)
+    context_only = any(m.get("loss") is False for c in conversations for m in c["messages"])
+    tokenizer.chat_template = training_template(tokenizer, context_only=context_only)
     try:
         trainer = SFTTrainer(
             model=model, args=config, train_dataset=_dataset(conversations), processing_class=tokenizer
@@ -125,28 +125,41 @@ def run_sft(
 _GENERATION = re.compile(r"(\{#.*?#\})|(\{%-?\s*generation\s*-?%\})(.*?)(\{%-?\s*endgeneration\s*-?%\})", re.DOTALL)
 
 
-def context_only_template(tokenizer: Any) -> str:
-    """The training chat template (with trl's `{% generation %}` markers) in which an assistant message with
-    `"loss": false` renders the same text outside the markers, so the loss skips it."""
+def training_template(tokenizer: Any, *, context_only: bool = False) -> str:
+    """The chat template with trl's `{% generation %}` markers, which the assistant-only loss mask needs.
+
+    trl adds the markers to templates it knows; the shipped tiny policies' template is Qwen2.5's behind a short
+    preamble (`TOOLLESS_TEMPLATE_PREFIX`) that hides it from trl, so the preamble is set aside while trl patches
+    the rest. With `context_only`, an assistant message with `"loss": false` renders the same text outside the
+    markers, so the loss skips it."""
     from trl.chat_template_utils import get_training_chat_template, has_generation_markers
 
-    template = tokenizer.chat_template
-    if not has_generation_markers(template):
-        template = get_training_chat_template(tokenizer)
-    blocks = [m for m in _GENERATION.finditer(template or "") if m.group(2)]
-    if template is None or len(blocks) != 1:
+    from agentrl.tiny.tokenizer import TOOLLESS_TEMPLATE_PREFIX
+
+    template = tokenizer.chat_template or ""
+    prefix = TOOLLESS_TEMPLATE_PREFIX if template.startswith(TOOLLESS_TEMPLATE_PREFIX) else ""
+    body = template[len(prefix) :]
+    if not has_generation_markers(body):
+        tokenizer.chat_template = body
+        try:
+            body = get_training_chat_template(tokenizer) or body
+        finally:
+            tokenizer.chat_template = template
+    if not context_only:
+        return prefix + body
+    if len([m for m in _GENERATION.finditer(body) if m.group(2)]) != 1:
         raise ValueError("assistant messages with loss=false need a chat template with one {% generation %} block")
 
     def split(match: re.Match) -> str:
-        comment, opening, body, closing = match.groups()
+        comment, opening, inner, closing = match.groups()
         if comment:
             return comment
         return (
-            "{%- if message.loss is defined and message.loss is false %}" + body
-            + "{%- else %}" + opening + body + closing + "{%- endif %}"
+            "{%- if message.loss is defined and message.loss is false %}" + inner
+            + "{%- else %}" + opening + inner + closing + "{%- endif %}"
         )  # fmt: skip
 
-    return _GENERATION.sub(split, template)
+    return prefix + _GENERATION.sub(split, body)
 
 
 def _dataset(conversations: Sequence[dict[str, Any]]) -> Any:

@@ -57,15 +57,13 @@ from typing import Any
 
 from tiny_policy_data import BASE_SOURCES, MISTAKE_RATE, base_scaffolds, demonstrations, echo_drills, mixture, replay
 
+from agentrl.tiny.tokenizer import TOOLLESS_TEMPLATE_PREFIX
+
 THREADS = 2
 SEED = 0
 VOCAB_SIZE = 2560
 HIDDEN_SIZE = 128
 NUM_LAYERS = 4
-TOOLLESS_TEMPLATE_PREFIX = (
-    "{#- The tiny policy learned its tools from demonstrations: tool schemas are not rendered, which keeps its "
-    "prompts short. Tool calls and tool responses use the Qwen2.5 format unchanged. -#}\n{%- set tools = none %}\n"
-)
 SFT_EPOCHS = 1.25
 SFT_LR = 3e-3
 SFT_BATCH_SIZE = 16

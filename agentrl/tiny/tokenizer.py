@@ -28,6 +28,11 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from transformers import PreTrainedTokenizerFast
 from trl.chat_template_utils import qwen2_5_chat_template
 
+TOOLLESS_TEMPLATE_PREFIX = (
+    "{#- The tiny policy learned its tools from demonstrations: tool schemas are not rendered, which keeps its "
+    "prompts short. Tool calls and tool responses use the Qwen2.5 format unchanged. -#}\n{%- set tools = none %}\n"
+)
+"""What the shipped checkpoints' chat templates open with, before Qwen2.5's template unchanged."""
 PAD_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|im_end|>"
 SPECIAL_TOKENS = [PAD_TOKEN, "<|im_start|>", EOS_TOKEN]

@@ -66,3 +66,25 @@ def test_sft_stops_once_the_loss_falls_below_the_threshold(tmp_path):
 
     losses = [loss for _, loss in metrics["loss_history"]]
     assert losses[-1] < 4.0 <= min(losses[:-1]) and len(losses) < 40
+
+
+def test_sft_command_fine_tunes_a_shipped_tiny_policy_on_context_only_turns(tmp_path):
+    import json
+
+    from agentrl.scaffolds.swe import drills as swe_drills
+    from typer.testing import CliRunner
+
+    from agentrl.cli import app
+    from agentrl.policy.loading import load_tokenizer
+
+    rng = random.Random(0)
+    data = tmp_path / "retries.jsonl"
+    rows = [{"messages": swe_drills.demonstration(rng, mistake_rate=0.0, retry_rate=1.0)} for _ in range(8)]
+    assert all(any(m.get("loss") is False for m in r["messages"]) for r in rows)
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["sft", "--data", str(data), "--output", str(out), "--model", "tiny-swe"])
+    assert result.exit_code == 0, result.output
+    assert "'train_loss': 0." in result.output  # the policy already makes these recoveries
+    saved = load_tokenizer(str(out))
+    assert saved.chat_template.startswith("{#- The tiny policy")  # saved with the template it loaded with

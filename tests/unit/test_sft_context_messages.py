@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from agentrl.sft import context_only_template
+from agentrl.sft import training_template
 
 pytestmark = pytest.mark.unit
 
@@ -27,10 +27,7 @@ MESSAGES = [
 
 @pytest.fixture
 def tokenizer(tiny_tokenizer):
-    tok = copy.deepcopy(tiny_tokenizer)
-    # the shipped template's toolless prefix hides Qwen2.5's template from trl (as in build_tiny_policy._load)
-    tok.chat_template = tok.chat_template.split("{%- set tools = none %}\n", 1)[1]
-    return tok
+    return copy.deepcopy(tiny_tokenizer)  # the shipped template: Qwen2.5's behind the toolless preamble
 
 
 def targets(tok, template, messages):
@@ -42,7 +39,8 @@ def targets(tok, template, messages):
 
 
 def test_a_context_only_turn_renders_the_same_and_is_not_a_target(tokenizer):
-    template = context_only_template(tokenizer)
+    template = training_template(tokenizer, context_only=True)
+    assert template.startswith("{#- The tiny policy") and tokenizer.chat_template.startswith("{#- The tiny policy")
     text, trained = targets(tokenizer, template, MESSAGES)
     plain = [{k: v for k, v in m.items() if k != "loss"} for m in MESSAGES]
     assert text == tokenizer.apply_chat_template(plain, tokenize=False)
@@ -55,4 +53,4 @@ def test_a_context_only_turn_renders_the_same_and_is_not_a_target(tokenizer):
 def test_a_template_without_a_generation_block_is_refused(tokenizer):
     tokenizer.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
     with pytest.raises(ValueError, match="generation"):
-        context_only_template(tokenizer)
+        training_template(tokenizer, context_only=True)
