@@ -21,6 +21,14 @@ from agentrl.scaffolds.swe.instances import SweInstance, load_instances
 from agentrl.scaffolds.swe.synthesis import SynthesisReport, synthesize
 
 
+def task_source(tasks: str | Path | None, repos_dir: str | Path | None) -> tuple[list[SweInstance], str]:
+    """The instances of a task file (default: the bundled tasks) and the directory holding their repositories."""
+    is_bundled = tasks is None or Path(tasks).resolve() == bundled.TASKS_FILE.resolve()
+    if repos_dir is None and not is_bundled:
+        raise ValueError("--repos-dir is needed for tasks other than the bundled ones (nothing is downloaded)")
+    return load_instances(tasks or bundled.TASKS_FILE), str(repos_dir or bundled.repos_dir())
+
+
 def load_predictions(path: str | Path) -> list[dict[str, Any]]:
     text = Path(path).read_text()
     rows = (
@@ -42,15 +50,12 @@ def grade_predictions(
     test_timeout_s: float = TEST_TIMEOUT_S,
 ) -> tuple[dict[str, Any], Path]:
     """Grade every prediction; write the per-instance results and the summary; return (summary, results path)."""
-    is_bundled = tasks is None or Path(tasks).resolve() == bundled.TASKS_FILE.resolve()
-    if repos_dir is None and not is_bundled:
-        raise ValueError("--repos-dir is needed for tasks other than the bundled ones (nothing is downloaded)")
-    instances = {i.instance_id: i for i in load_instances(tasks or bundled.TASKS_FILE)}
+    found, repos = task_source(tasks, repos_dir)
+    instances = {i.instance_id: i for i in found}
     rows = load_predictions(predictions)
     unknown = [r["instance_id"] for r in rows if r["instance_id"] not in instances]
     if unknown:
         raise ValueError(f"predictions for unknown instances: {', '.join(unknown[:5])}")
-    repos = str(repos_dir or bundled.repos_dir())
     jobs = [(instances[r["instance_id"]], r["model_patch"] or "") for r in rows]
     results = asyncio.run(grade_many(jobs, repos, concurrency=concurrency, test_timeout_s=test_timeout_s))
     out_path = Path(out) if out else Path(predictions).with_suffix(".results.jsonl")
@@ -70,11 +75,8 @@ def synthesize_tasks(
     **options: Any,
 ) -> SynthesisReport:
     """`synthesis.synthesize` over a task file (default: the bundled tasks)."""
-    is_bundled = tasks is None or Path(tasks).resolve() == bundled.TASKS_FILE.resolve()
-    if repos_dir is None and not is_bundled:
-        raise ValueError("--repos-dir is needed for tasks other than the bundled ones (nothing is downloaded)")
-    instances = load_instances(tasks or bundled.TASKS_FILE)
-    return synthesize(instances, repos_dir or bundled.repos_dir(), out, **options)
+    instances, repos = task_source(tasks, repos_dir)
+    return synthesize(instances, repos, out, **options)
 
 
 def summarize(instances: list[SweInstance], results: list[GradeResult]) -> dict[str, Any]:

@@ -97,35 +97,40 @@ async def _from_source(
     source: SweInstance, repos_dir: str | Path, out_repos: Path, per_task: int, rng: random.Random, concurrency: int
 ) -> tuple[list[SweInstance], int]:
     """The tasks made from one source instance, and how many bugs were graded to find them."""
-    with tempfile.TemporaryDirectory(prefix="agentrl-swe-synth-") as scratch:
-        tree = Path(scratch) / "tree"
-        fixed_tree(source, repos_dir, tree)
-        bugs = [b for b in candidate_bugs(tree) if _unique(b, tree)]
-        rng.shuffle(bugs)
-        candidates = [_candidate(source, bug, k, tree, out_repos) for k, bug in enumerate(bugs)]
     tests = (*source.fail_to_pass, *source.pass_to_pass)
-    probes = [dataclasses.replace(c, fail_to_pass=tests, pass_to_pass=()) for c in candidates]
     repos = str(out_repos)
     kept: list[SweInstance] = []
     graded = 0
-    # Grade in batches and stop once `per_task` are kept: most bugs are caught, so few batches run.
-    for start in range(0, len(probes), max(per_task, concurrency)):
-        batch = probes[start : start + max(per_task, concurrency)]
-        before = await grade_many([(p, PROBE_PATCH) for p in batch], repos, concurrency=concurrency)
-        graded += len(batch)
-        caught = []
-        for probe, result in zip(batch, before, strict=True):
-            failing = tuple(t for t in tests if result.tests.get(t) != "passed")
-            if result.status == "unresolved" and failing:
-                passing = tuple(t for t in tests if t not in failing)
-                caught.append(dataclasses.replace(probe, fail_to_pass=failing, pass_to_pass=passing))
-        after = await grade_many([(c, c.patch) for c in caught], repos, concurrency=concurrency)
-        kept += [c for c, result in zip(caught, after, strict=True) if result.resolved]
-        if len(kept) >= per_task:
-            break
-    for dropped in [p for p in probes if p.instance_id not in {k.instance_id for k in kept[:per_task]}]:
-        shutil.rmtree(out_repos / dropped.repo.replace("/", "__"), ignore_errors=True)
-    return kept[:per_task], graded
+    batch_size = max(per_task, concurrency)
+    with tempfile.TemporaryDirectory(prefix="agentrl-swe-synth-") as scratch:
+        tree = Path(scratch) / "tree"
+        fixed_tree(source, repos_dir, tree)
+        bugs = candidate_bugs(tree)
+        rng.shuffle(bugs)
+        # Grade in batches and stop once `per_task` are kept: most bugs are caught, so few batches run, and only
+        # their repositories are built.
+        for start in range(0, len(bugs), batch_size):
+            if len(kept) >= per_task:
+                break
+            numbered = enumerate(bugs[start : start + batch_size], start)
+            batch = [_candidate(source, bug, k, tree, out_repos) for k, bug in numbered]
+            probes = [dataclasses.replace(c, fail_to_pass=tests, pass_to_pass=()) for c in batch]
+            before = await grade_many([(p, PROBE_PATCH) for p in probes], repos, concurrency=concurrency)
+            graded += len(batch)
+            caught = []
+            for candidate, result in zip(batch, before, strict=True):
+                failing = tuple(t for t in tests if result.tests.get(t) != "passed")
+                if result.status == "unresolved" and failing:
+                    passing = tuple(t for t in tests if t not in failing)
+                    caught.append(dataclasses.replace(candidate, fail_to_pass=failing, pass_to_pass=passing))
+            after = await grade_many([(c, c.patch) for c in caught], repos, concurrency=concurrency)
+            resolved = {c.instance_id: c for c, result in zip(caught, after, strict=True) if result.resolved}
+            for candidate in batch:
+                if candidate.instance_id in resolved and len(kept) < per_task:
+                    kept.append(resolved[candidate.instance_id])
+                else:
+                    shutil.rmtree(out_repos / candidate.repo.replace("/", "__"), ignore_errors=True)
+    return kept, graded
 
 
 def fixed_tree(source: SweInstance, repos_dir: str | Path, target: Path) -> None:
@@ -138,7 +143,8 @@ def fixed_tree(source: SweInstance, repos_dir: str | Path, target: Path) -> None
 
 
 def candidate_bugs(tree: Path) -> list[Bug]:
-    """Every injectable bug in the tree's modules outside the tests, in a fixed order."""
+    """Every injectable bug in the tree's modules outside the tests, in a fixed order; a bug whose quoted
+    expression would occur more than once in its file is left out (a `str_replace` of it would be ambiguous)."""
     found: list[Bug] = []
     for path in sorted(tree.rglob("*.py")):
         rel = path.relative_to(tree).as_posix()
@@ -152,13 +158,9 @@ def candidate_bugs(tree: Path) -> list[Bug]:
             continue
         lines = source.splitlines()
         for site in sites:
-            found += injected_bugs.bugs(site, lines[site.line_no - 1])
+            bugs = injected_bugs.bugs(site, lines[site.line_no - 1])
+            found += [b for b in bugs if b.apply(source).count(injected_bugs.quoted_wrong(b)) == 1]
     return found
-
-
-def _unique(bug: Bug, tree: Path) -> bool:
-    buggy = bug.apply((tree / bug.path).read_text())
-    return buggy.count(injected_bugs.quoted_wrong(bug)) == 1
 
 
 def _candidate(source: SweInstance, bug: Bug, k: int, tree: Path, out_repos: Path) -> SweInstance:
