@@ -8,15 +8,16 @@ from typing import Annotated
 
 import typer
 
+from agentrl.cli_bench import bench_app
+from agentrl.cli_swe import swe_app
+
 MODEL_HELP = "`tiny`, `tiny-extended`, `tiny-swe`, a checkpoint path, or a cached hub id."
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train tool-using LLM agents with RL.")
 tools_app = typer.Typer(help="Inspect tools.", no_args_is_help=True)
 scaffolds_app = typer.Typer(help="Inspect scaffolds.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(scaffolds_app, name="scaffolds")
-bench_app = typer.Typer(help="Benchmarks; each prints JSON with its baseline measured in the same run.")
 app.add_typer(bench_app, name="bench")
-swe_app = typer.Typer(help="SWE tasks: grade predictions the way the SWE-bench harness does.", no_args_is_help=True)
 app.add_typer(swe_app, name="swe")
 
 
@@ -284,133 +285,8 @@ def scaffolds_list() -> None:
         typer.echo(f"{short:10s} {doc[0] if doc else ''}")
 
 
-@swe_app.command("grade")
-def swe_grade(
-    predictions: Annotated[Path, typer.Option(help="JSONL of {instance_id, model_patch} (SWE-bench format).")],
-    tasks: Annotated[Path | None, typer.Option(help="SWE-bench JSONL/Parquet tasks; default: bundled ones.")] = None,
-    repos_dir: Annotated[Path | None, typer.Option(help="Local clones `<owner>__<name>` or tarballs.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Per-instance results JSONL (default: beside predictions).")] = None,
-    concurrency: Annotated[int, typer.Option(help="Sandboxes grading at once.")] = 4,
-    test_timeout_s: Annotated[float, typer.Option(help="Time limit of one instance's test run.")] = 60.0,
-) -> None:
-    """Grade predictions in fresh sandboxes; write per-instance results and a summary."""
-    import json
-
-    from agentrl.scaffolds.swe.cli import grade_predictions
-
-    try:
-        options = dict(tasks=tasks, repos_dir=repos_dir, out=out, concurrency=concurrency)
-        summary, path = grade_predictions(predictions, test_timeout_s=test_timeout_s, **options)
-    except (ValueError, FileNotFoundError) as e:
-        typer.secho(f"error: {e}", fg="red", err=True)
-        raise typer.Exit(2) from e
-    typer.echo(json.dumps(summary, indent=2))
-    typer.echo(f"results: {path}")
-
-
-@swe_app.command("synth")
-def swe_synth(
-    out: Annotated[Path, typer.Option(help="Directory to write tasks.jsonl and repos/ into.")],
-    tasks: Annotated[Path | None, typer.Option(help="SWE-bench JSONL/Parquet tasks; default: bundled ones.")] = None,
-    repos_dir: Annotated[Path | None, typer.Option(help="Local clones `<owner>__<name>` or tarballs.")] = None,
-    per_task: Annotated[int, typer.Option(help="Most tasks made from each training task.")] = 8,
-    seed: Annotated[int, typer.Option(help="Seed of the order bugs are tried in.")] = 0,
-    keep_sources: Annotated[bool, typer.Option(help="Also write the source training tasks.")] = True,
-    concurrency: Annotated[int, typer.Option(help="Sandboxes grading at once.")] = 2,
-) -> None:
-    """Make easy training tasks by injecting one-token bugs into the training repositories' fixed code (kept
-    only when a test catches them); held-out tasks are copied through. Train on the result with
-    AGENTRL_SWE_TASKS=<out>/tasks.jsonl AGENTRL_SWE_REPOS_DIR=<out>/repos agentrl train --scaffold swe."""
-    from agentrl.scaffolds.swe.cli import synthesize_tasks
-
-    try:
-        report = synthesize_tasks(
-            out,
-            tasks=tasks,
-            repos_dir=repos_dir,
-            per_task=per_task,
-            seed=seed,
-            keep_sources=keep_sources,
-            concurrency=concurrency,
-        )
-    except (ValueError, FileNotFoundError) as e:
-        typer.secho(f"error: {e}", fg="red", err=True)
-        raise typer.Exit(2) from e
-    made = sum(report.synthesized.values())
-    typer.echo(
-        f"{made} tasks made from {len(report.synthesized)} training tasks ({report.candidates} bugs graded); "
-        f"{report.copied} source tasks copied"
-    )
-    typer.echo(f"tasks: {report.tasks_file}\nrepos: {report.repos_dir}")
-
-
 def main() -> None:
     app()
-
-
-@bench_app.command("tools")
-def bench_tools(
-    sessions: Annotated[int, typer.Option(help="Concurrent sessions issuing calls.")] = 32,
-    seconds: Annotated[float, typer.Option(help="Duration of each load phase.")] = 10.0,
-    forks: Annotated[int, typer.Option(help="Session forks to time.")] = 50,
-    rate: Annotated[float, typer.Option(help="Offered load (calls/s) of the fixed-rate latency phase.")] = 150.0,
-) -> None:
-    """Sandboxed `print(1)` calls through HTTP: persistent interpreters vs a fresh sandbox per call, and fork."""
-    import asyncio
-    import json
-
-    from agentrl.bench.tools_bench import run_benchmark
-
-    typer.echo(json.dumps(asyncio.run(run_benchmark(sessions, seconds, forks, rate)), indent=2))
-
-
-@bench_app.command("eval")
-def bench_eval(
-    scaffold: Annotated[str, typer.Option(help="Scaffold whose held-out tasks are evaluated.")] = "code",
-    model: Annotated[str, typer.Option(help="Checkpoint `agentrl serve` loads.")] = "tiny",
-    tasks: Annotated[int, typer.Option(help="Tasks per run.")] = 48,
-    concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels.")] = "1,8,32",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-) -> None:
-    """`agentrl eval` tasks/min against a local `agentrl serve`, by concurrency and transport."""
-    import json
-
-    from agentrl.bench.eval_bench import format_table, run_benchmark
-
-    levels = tuple(int(c) for c in concurrency.split(",") if c.strip())
-    result = run_benchmark(scaffold, model, tasks, levels)
-    typer.echo(json.dumps(result, indent=2) if as_json else format_table(result))
-
-
-@bench_app.command("rollout")
-def bench_rollout(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    tasks: Annotated[int, typer.Option(help="Tasks per step.")] = 16,
-    samples: Annotated[int, typer.Option(help="Trajectories per task.")] = 8,
-) -> None:
-    """The rollout engine vs batch-synchronous rollouts and the ideal bound (simulated model and tools)."""
-    import json
-
-    from agentrl.bench.rollout_bench import format_table, run_benchmark
-
-    result = run_benchmark(tasks=tasks, samples=samples)
-    typer.echo(json.dumps(result, indent=2) if as_json else format_table(result))
-
-
-@bench_app.command("generate")
-def bench_generate(
-    trajectories: Annotated[int, typer.Option(help="Concurrent multi-turn episodes.")] = 32,
-    turns: Annotated[int, typer.Option(help="Policy turns per episode.")] = 2,
-    max_new_tokens: Annotated[int, typer.Option(help="Token limit of one turn.")] = 64,
-    threads: Annotated[int | None, typer.Option(help="torch intra-op threads (default: torch's).")] = None,
-    repeats: Annotated[int, typer.Option(help="Runs of each schedule; the median counts.")] = 3,
-) -> None:
-    """Tokens/s of the tiny policy: continuous batching vs static batches vs each trajectory on its own."""
-    import json
-
-    from agentrl.bench.generate_bench import run_benchmark
-
-    typer.echo(json.dumps(run_benchmark(trajectories, turns, max_new_tokens, threads, repeats), indent=2))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The property checklist of algorithms.md §8, asserted with hypothesis for every credit assigner, advantage
-estimator, loss and reward combinator it covers.
+estimator, judge and reward combinator it covers (the losses' properties: `test_loss_properties.py`).
 
 The ARPO/AEPO rollout properties (exactly k rollouts per prompt, byte-identical fork prefixes, pre-monitoring
 m ∈ [1, k]) are properties of the branching rollout engine and are asserted with it: `tests/unit/test_branching.py`
@@ -24,14 +24,6 @@ from agentrl.advantages import ADVANTAGE_ESTIMATORS, lite_ppo, mc_grpo, median_p
 from agentrl.config import TrainerConfig
 from agentrl.credit import assign_credit
 from agentrl.judge import majority
-from agentrl.losses import (
-    aepo_loss,
-    aggregate,
-    entropy_aware_advantages,
-    gspo_loss,
-    ppo_clip_loss,
-    truncated_importance_weights,
-)
 from agentrl.step_groups import anchor_step_advantages, hgpo_step_advantages
 from agentrl.turn_batch import token_advantages
 from agentrl.turn_credit import discounted_suffix_sum
@@ -324,125 +316,6 @@ def test_discounted_accumulation_respects_turn_order(values, j, gamma):
     # a reward at turn j only reaches turns k ≤ j, discounted by γ^{j−k}
     expected = torch.tensor([[gamma ** (j - k) if k <= j else 0.0 for k in range(len(values))]], dtype=torch.float64)
     torch.testing.assert_close(after - before, expected)
-
-
-# --- losses ---------------------------------------------------------------------------------------------
-
-LOSSES = {"ppo_clip": ppo_clip_loss, "aepo": aepo_loss, "gspo": gspo_loss}
-CLIP = {"clip_low": 0.2, "clip_high": 0.28, "dual_clip": 3.0}
-FLOATS = st.floats(-3, 3, allow_nan=False)
-
-
-def _loss_and_grad(fn, logp, old, adv, **kw):
-    logp = torch.tensor(logp, dtype=torch.float64, requires_grad=True)
-    loss, _ = fn(logp, torch.tensor(old, dtype=torch.float64), torch.tensor(adv, dtype=torch.float64), **kw)
-    loss.sum().backward()
-    return loss.detach(), logp.grad
-
-
-@FAST
-@given(st.lists(st.tuples(FLOATS, FLOATS), min_size=1, max_size=6))
-def test_ratio_one_makes_every_clip_variant_plain_policy_gradient(rows):
-    logp = [[x for x, _ in rows]]
-    adv = [[a for _, a in rows]]
-    for name, fn in LOSSES.items():
-        loss, grad = _loss_and_grad(fn, logp, logp, adv, **CLIP)
-        torch.testing.assert_close(loss, -torch.tensor(adv, dtype=torch.float64), msg=name)
-        torch.testing.assert_close(grad, -torch.tensor(adv, dtype=torch.float64), msg=name)
-
-
-@FAST
-@given(st.lists(st.tuples(st.floats(-1.5, 1.5), FLOATS), min_size=1, max_size=8))
-def test_aepo_forward_equals_ppo_and_keeps_a_capped_gradient_above_the_clip(rows):
-    log_ratio = [[r for r, _ in rows]]
-    adv = [[a for _, a in rows]]
-    zeros = [[0.0] * len(rows)]
-    old = [[-r for r in log_ratio[0]]]
-    ppo, ppo_grad = _loss_and_grad(ppo_clip_loss, zeros, old, adv, **CLIP)
-    aepo, aepo_grad = _loss_and_grad(aepo_loss, zeros, old, adv, **CLIP)
-    torch.testing.assert_close(aepo, ppo)
-    ratio = torch.exp(torch.tensor(log_ratio, dtype=torch.float64))
-    a = torch.tensor(adv, dtype=torch.float64)
-    above = (ratio > 1.28) & (a > 0)
-    torch.testing.assert_close(aepo_grad[above], -1.28 * a[above])
-    torch.testing.assert_close(aepo_grad[~above], ppo_grad[~above])
-    assert torch.equal(ppo_grad[above], torch.zeros_like(ppo_grad[above]))
-
-
-@FAST
-@given(st.lists(st.tuples(st.floats(-5, 5), st.floats(-3, -0.01)), min_size=1, max_size=8))
-def test_dual_clip_bounds_negative_advantage_loss_by_c_abs_a(rows):
-    zeros = [[0.0] * len(rows)]
-    old = [[-r for r, _ in rows]]
-    adv = torch.tensor([[a for _, a in rows]], dtype=torch.float64)
-    for fn in (ppo_clip_loss, aepo_loss):
-        loss, _ = _loss_and_grad(fn, zeros, old, adv.tolist(), **CLIP)
-        assert bool((loss <= 3.0 * adv.abs() + 1e-9).all())
-
-
-@FAST
-@given(FLOATS, st.floats(-1, 1), st.floats(1e-3, 0.5))
-def test_gspo_with_one_token_equals_ppo(adv, log_ratio, eps):
-    kw = {"clip_low": eps, "clip_high": eps, "dual_clip": 0.0}
-    gspo = _loss_and_grad(gspo_loss, [[0.0]], [[-log_ratio]], [[adv]], **kw)
-    ppo = _loss_and_grad(ppo_clip_loss, [[0.0]], [[-log_ratio]], [[adv]], **kw)
-    torch.testing.assert_close(gspo, ppo)
-
-
-@FAST
-@given(st.lists(st.tuples(st.floats(-5, 5), st.booleans()), min_size=1, max_size=8), st.floats(1.0, 3.0))
-def test_tis_weights_are_capped_ratios_and_one_when_sampler_agrees(rows, cap):
-    old = torch.tensor([[x for x, _ in rows]])
-    sampler = torch.tensor([[x - (0.5 if shift else 0.0) for x, shift in rows]])
-    weights = truncated_importance_weights(old, sampler, cap)
-    torch.testing.assert_close(weights, torch.exp(old - sampler).clamp(max=cap))
-    assert torch.equal(truncated_importance_weights(old, old, cap), torch.ones_like(old))
-
-
-MASKED = st.lists(st.tuples(FLOATS, st.booleans()), min_size=1, max_size=6)
-
-
-@FAST
-@given(st.lists(MASKED, min_size=1, max_size=4), st.sampled_from(["token-mean", "seq-mean-token-mean"]), st.data())
-def test_aggregation_is_invariant_to_padding_and_packing_and_ignores_masked_tokens(rows, mode, data):
-    totals = {
-        "num_sequences": sum(1 for r in rows if any(m for _, m in r)),
-        "num_tokens": sum(m for r in rows for _, m in r),
-        "max_tokens": max(len(r) for r in rows),
-    }
-
-    def batch(part, width, junk):
-        values = [[v for v, _ in r] + [junk] * (width - len(r)) for r in part]
-        mask = [[m for _, m in r] + [False] * (width - len(r)) for r in part]
-        # masked positions hold junk, even non-finite values, and must not matter
-        values = [[v if m else junk for v, m in zip(vs, ms, strict=True)] for vs, ms in zip(values, mask, strict=True)]
-        return torch.tensor(values, dtype=torch.float64, requires_grad=True), torch.tensor(mask)
-
-    whole_values, whole_mask = batch(rows, max(len(r) for r in rows), 0.0)
-    whole = aggregate(whole_values, whole_mask, mode, **totals)
-    whole.backward()
-    assert torch.equal(whole_values.grad[~whole_mask], torch.zeros(int((~whole_mask).sum()), dtype=torch.float64))
-    cut = data.draw(st.integers(0, len(rows)))
-    packed = 0.0
-    for part in (rows[:cut], rows[cut:]):
-        if part:
-            values, mask = batch(part, max(len(r) for r in part) + data.draw(st.integers(0, 3)), math.inf)
-            packed += float(aggregate(values, mask, mode, **totals).detach())
-    assert packed == pytest.approx(float(whole.detach()), abs=1e-9)
-
-
-@FAST
-@given(MASKED, st.floats(0.05, 0.5))
-def test_aepo_entropy_scores_use_valid_tokens_only(rows, alpha):
-    advantages = torch.tensor([[1.0] * len(rows)], dtype=torch.float64)
-    entropy = torch.tensor([[v for v, _ in rows]], dtype=torch.float64).abs()
-    mask = torch.tensor([[m for _, m in rows]])
-    scaled = entropy_aware_advantages(advantages, entropy, mask, alpha)
-    junk = torch.where(mask, entropy, 123.0)
-    torch.testing.assert_close(entropy_aware_advantages(advantages, junk, mask, alpha)[mask], scaled[mask])
-    if mask.sum() > 0:
-        z = (scaled[mask] - 1.0) / alpha  # the z-scores over the valid tokens: mean 0
-        assert float(z.mean()) == pytest.approx(0.0, abs=1e-6)
 
 
 # --- judges and reward combinators ----------------------------------------------------------------------
