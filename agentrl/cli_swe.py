@@ -7,7 +7,10 @@ from typing import Annotated
 
 import typer
 
-swe_app = typer.Typer(help="SWE tasks: grade predictions the way the SWE-bench harness does; synthesize training tasks.", no_args_is_help=True)
+swe_app = typer.Typer(
+    help="SWE tasks: grade predictions the way the SWE-bench harness does; synthesize training tasks.",
+    no_args_is_help=True,
+)
 
 
 @swe_app.command("grade")

@@ -6,7 +6,7 @@
         samples = credit(groups)       # group-relative advantages → per-token advantages
         stats   = update(samples)      # learner: clipped policy gradient, AdamW
         sync()                         # the sampler sees the new weights
-        evaluate(step)                 # held-out success, every few steps
+        evaluate(step)                 # held-out success, every few steps; trajectories/eval_step_*.jsonl
         log(step, ...)                 # metrics.jsonl, TensorBoard, progress bar, trajectories/step_*.jsonl
         checkpoint(step)               # resumable state in the run directory
 
@@ -98,7 +98,7 @@ class Trainer:
         try:
             with TrainProgress(cfg.trainer.steps, enabled=cfg.progress, start_step=self.state.step) as progress:
                 if self.state.step == 0 and cfg.eval.every_steps:
-                    last = self.evaluate()
+                    last = self.evaluate(0)
                     self.log(0, last, progress)
                 while self.state.step < cfg.trainer.steps:
                     last, out_of_time = self.train_step(self.state.step + 1, started, progress)
@@ -129,7 +129,7 @@ class Trainer:
         limit_s = 60 * cfg.trainer.max_minutes if cfg.trainer.max_minutes is not None else float("inf")
         out_of_time = time.monotonic() - started > limit_s
         if self._should_evaluate(step) or (out_of_time and cfg.eval.every_steps):
-            stats.update(self.evaluate())
+            stats.update(self.evaluate(step))
         self.state = TrainerState(step, time.monotonic() - started, self.policy.version)
         self.log(step, stats, progress, groups)
         self.checkpoint(step, force=out_of_time)
@@ -222,8 +222,9 @@ class Trainer:
     def sync(self) -> None:
         self.policy.sync_weights()
 
-    def evaluate(self) -> dict[str, float]:
-        """Held-out success of the current policy (the `eval.temperature` sampling distribution)."""
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Held-out success of the current policy (the `eval.temperature` sampling distribution); its episodes go
+        to `trajectories/eval_step_*.jsonl`, so which held-out tasks a step solves can be read back."""
         if not self.eval_tasks:
             return {}
         t0 = time.monotonic()
@@ -240,6 +241,7 @@ class Trainer:
             )
         )
         groups = self.score(groups)
+        self._write_trajectories(f"eval_step_{step:06d}.jsonl", groups)
         primary = self.rewards.names[0]
         by_scaffold: dict[str, list[float]] = {}
         for g in groups:
@@ -257,12 +259,7 @@ class Trainer:
         self.metrics.log(step, stats)
         progress.advance(step, stats)
         if groups:
-            out = self.run_dir / "trajectories" / f"step_{step:06d}.jsonl"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with out.open("w") as f:
-                for g in groups:
-                    for t in g.trajectories:
-                        f.write(json.dumps(trajectory_to_json(t)) + "\n")
+            self._write_trajectories(f"step_{step:06d}.jsonl", groups)
 
     def checkpoint(self, step: int, *, force: bool = False) -> None:
         cfg = self.config
@@ -278,6 +275,14 @@ class Trainer:
             )
 
     # --- plumbing --------------------------------------------------------------------------------------
+
+    def _write_trajectories(self, name: str, groups: Sequence[TrajectoryGroup]) -> None:
+        out = self.run_dir / "trajectories" / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w") as f:
+            for g in groups:
+                for t in g.trajectories:
+                    f.write(json.dumps(trajectory_to_json(t)) + "\n")
 
     def _should_evaluate(self, step: int) -> bool:
         every = self.config.eval.every_steps
@@ -375,6 +380,6 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup], primary_reward: str) -> d
 def rewind_logs(run_dir: Path, step: int) -> None:
     """Drop trajectory logs written after the checkpoint being resumed (the metrics logger rewinds its own
     records), so the run continues as if never stopped."""
-    for old in (run_dir / "trajectories").glob("step_*.jsonl"):
-        if int(old.stem.split("_")[1]) > step:
+    for old in (run_dir / "trajectories").glob("*step_*.jsonl"):
+        if int(old.stem.rsplit("_", 1)[1]) > step:
             old.unlink()

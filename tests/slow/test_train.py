@@ -71,6 +71,10 @@ def test_killed_run_resumes_from_its_checkpoint(tmp_path):
     state = json.loads((run_dir / "checkpoints" / "step_000004" / "trainer_state.json").read_text())
     assert state["step"] == 4 and state["policy_version"] == 4
     assert (run_dir / "plots" / "heldout_success.png").exists()
+    evals = sorted(p.name for p in (run_dir / "trajectories").glob("eval_step_*.jsonl"))
+    assert evals == ["eval_step_000000.jsonl", "eval_step_000002.jsonl", "eval_step_000004.jsonl"]
+    episodes = [json.loads(line) for line in (run_dir / "trajectories" / "eval_step_000004.jsonl").open()]
+    assert len(episodes) == 8 * load_config(run_dir / "config.toml").eval.samples_per_task
 
 
 def test_a_step_where_every_trajectory_hits_an_infra_failure_stops_the_run(tmp_path):
