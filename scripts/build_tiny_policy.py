@@ -33,7 +33,9 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    whose drills retry after a failed first edit (`SWE_RETRY_PASSES`); `tiny-extended` includes neither. The
    shipped `tiny-swe` (`agentrl/tiny/policy_swe/`) is the `swe_retry` pass run by this script over a checkpoint
    of `SWE_PASSES` that a loop feeding the same mixtures in chunks trained; one run of `--extend-passes swe+retry`
-   has not been checked against it.
+   has not been checked against it. `--extend-passes swe_code --init agentrl/tiny/policy_swe` continues with
+   drills over bugs in the standard library's code (`scaffolds/swe/code_drills.py`, `SWE_CODE_PASSES`), which
+   have the expression forms the drill grammar lacks; its data depends on the Python version's standard library.
 
 The conversations come from `tiny_policy_data.py`. Every source of randomness is seeded and the thread count is
 fixed, so the same versions of torch/transformers/trl on the same kind of machine give the same files. The weights
@@ -95,7 +97,7 @@ class Pass:
 
 def _swe_pass(counts: dict[str, int], lr: float, seed: int, stream: str) -> Pass:
     # constant rate, and few deliberate miscopies and wrong fixes: these passes are for precision
-    rates = {"swe": 0.1, "swe_made_up": 0.1, "swe_retry": 0.1}
+    rates = {"swe": 0.1, "swe_made_up": 0.1, "swe_retry": 0.1, "swe_code": 0.1}
     return Pass(counts, lr, seed, stream, "constant_with_warmup", 0.02, rates)
 
 
@@ -104,6 +106,7 @@ SWE_ECHO = {"swe": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 30
 SWE_MADE_UP = {"swe_made_up": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
 SWE_MADE_UP_PASSES = 3
 SWE_RETRY = {"swe_retry": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
+SWE_CODE = {"swe_code": 700, "swe_retry": 300, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
 EXTEND_PASSES = (
     Pass({"terminal": 4000, "gui": 3000, "swe": 3000, "echo": 2000, "replay": 4000}, lr=2e-3, seed=0, stream="extend"),
     # GUI labels are the longest strings the easy tiers copy: the first pass leaves them garbled (held-out easy
@@ -129,11 +132,15 @@ held-out easy SWE success 0 -> 0.08, but held-out easy terminal 0.29 -> 0.18, an
 result raises train success, not held-out (0.08 -> 0.10 in 20 steps)."""
 SWE_RETRY_PASSES = (_swe_pass(SWE_RETRY, 5e-4, 400, "swe400"),)
 """After `SWE_PASSES`: drills that retry after a failed first edit (`swe_retry`)."""
+SWE_CODE_PASSES = (_swe_pass(SWE_CODE, 5e-4, 500, "swe500"),)
+"""After `SWE_RETRY_PASSES`: retrying drills over bugs in the standard library (`swe_code`), whose expressions
+have the forms the drill grammar lacks."""
 PASS_SETS = {
     "shipped": EXTEND_PASSES,
     "swe": SWE_PASSES,
     "swe_retry": SWE_RETRY_PASSES,
     "swe+retry": SWE_PASSES + SWE_RETRY_PASSES,
+    "swe_code": SWE_CODE_PASSES,
     "shipped+swe": EXTEND_PASSES + SWE_PASSES,
 }
 STAGES = ("base", "copy", "extend")

@@ -20,6 +20,7 @@ MISTAKE_RATE = {
     "swe": 0.3,
     "swe_made_up": 0.3,
     "swe_retry": 0.3,
+    "swe_code": 0.3,
 }
 """Probability that a demonstration is deliberately wrong, per scaffold."""
 DRAWS = {"code": 1, "search": 8}
@@ -27,10 +28,10 @@ DRAWS = {"code": 1, "search": 8}
 a few thousand questions, the code scaffold tens of thousands of distinct ones."""
 BASE_SOURCES = ("code", "search")
 """The base stage: a fresh tokenizer and model learn these scaffolds (and, with them, to copy numbers)."""
-GENERATED_SOURCES = ("terminal", "gui", "swe", "swe_made_up", "swe_retry")
+GENERATED_SOURCES = ("terminal", "gui", "swe", "swe_made_up", "swe_retry", "swe_code")
 """Sources drawn in any number: terminal tasks over made-up names, GUI and SWE drills, SWE drills whose
-expressions have made-up operands (`SWE_MADE_UP_OPERANDS`), and those again retrying after a failed first edit
-(`SWE_RETRY_RATE`)."""
+expressions have made-up operands (`SWE_MADE_UP_OPERANDS`), those again retrying after a failed first edit
+(`SWE_RETRY_RATE`), and retrying SWE drills over bugs in the standard library's code (`code_drills`)."""
 SWE_MADE_UP_OPERANDS = 0.5
 """How often a variable, attribute or constant in a `swe_made_up` drill's expressions is made up: with the drills'
 short word lists alone the policy recalls operands instead of copying them, and garbles held-out ones."""
@@ -72,6 +73,13 @@ def _sources() -> dict[str, Source]:
         for spec in easy_family.made_up(count):
             yield terminal_expert.demonstration(spec.to_task(), rng, mistake_rate=rate), []
 
+    def code_drills(rng: random.Random, rate: float, count: int) -> Iterator:
+        from agentrl.scaffolds.swe import code_drills
+
+        for _ in range(count):
+            drill = code_drills.draw(rng)
+            yield swe_drills.demonstration(rng, mistake_rate=rate, retry_rate=SWE_RETRY_RATE, drill=drill), []
+
     def drills(module: ModuleType, **options: float) -> Source:
         def source(rng: random.Random, rate: float, count: int) -> Iterator:
             for _ in range(count):
@@ -86,6 +94,7 @@ def _sources() -> dict[str, Source]:
         "swe": drills(swe_drills),
         "swe_made_up": drills(swe_drills, made_up_operands=SWE_MADE_UP_OPERANDS),
         "swe_retry": drills(swe_drills, made_up_operands=SWE_MADE_UP_OPERANDS, retry_rate=SWE_RETRY_RATE),
+        "swe_code": code_drills,
     }
 
 

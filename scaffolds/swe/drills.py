@@ -336,11 +336,17 @@ def _miscopied_path(rng: random.Random, path: str) -> str:
 
 
 def demonstration(
-    rng: random.Random, *, mistake_rate: float, made_up_operands: float = 0.0, retry_rate: float = 0.0
+    rng: random.Random,
+    *,
+    mistake_rate: float,
+    made_up_operands: float = 0.0,
+    retry_rate: float = 0.0,
+    drill: Drill | None = None,
 ) -> list[dict[str, Any]]:
     """One easy-tier drill (OpenAI message dicts), deliberately wrong with probability `mistake_rate`; a correct
-    one retries after a failed first edit with probability `retry_rate`."""
-    drill = draw(rng, made_up_operands=made_up_operands)
+    one retries after a failed first edit with probability `retry_rate`. `drill` (default: drawn here) is the
+    issue demonstrated, such as a `code_drills` one."""
+    drill = drill or draw(rng, made_up_operands=made_up_operands)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": issue_message(drill.statement)},
