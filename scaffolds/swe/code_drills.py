@@ -48,13 +48,10 @@ def code_bugs(root: Path | None = None) -> tuple[tuple[Bug, ...], ...]:
             continue
         text = source.splitlines()
         for site in found:
+            # a backtick on the line could end up inside a quoted expression, which the statement's quoting forbids
             if site.path in excluded or site.function in excluded or "`" in text[site.line_no - 1]:
                 continue
-            usable = tuple(
-                bug
-                for bug in injected_bugs.bugs(site, text[site.line_no - 1])
-                if bug.apply(source).count(injected_bugs.quoted_wrong(bug)) == 1
-            )
+            usable = tuple(injected_bugs.unique_bugs(site, source))
             if len(usable) >= 2:
                 lines.append(usable)
     return tuple(lines)
@@ -63,11 +60,10 @@ def code_bugs(root: Path | None = None) -> tuple[tuple[Bug, ...], ...]:
 def draw(rng: random.Random, root: Path | None = None) -> Drill:
     """A random real-code drill: one bug of a random line, another bug of the same line as its wrong fix."""
     bug, other = rng.sample(rng.choice(code_bugs(root)), 2)
-    parts = bug.statement.split("`")
     return Drill(
         statement=bug.statement,
-        path=parts[1],
-        wrong=parts[5],
-        right=parts[7],
+        path=bug.path,
+        wrong=injected_bugs.quoted_wrong(bug),
+        right=injected_bugs.quoted_right(bug),
         wrong_fix=injected_bugs.quoted_wrong(other),
     )

@@ -156,9 +156,21 @@ def statement(site: Site, wrong: str, right: str) -> str:
     return f"{head} computes `{wrong}`; it should compute `{right}`."
 
 
+def unique_bugs(site: Site, source: str) -> list[Bug]:
+    """The bugs of `site` (a site of the module `source`) whose quoted expression occurs once in the buggy module:
+    a `str_replace` of it is unambiguous."""
+    line = source.splitlines()[site.line_no - 1]
+    return [bug for bug in bugs(site, line) if bug.apply(source).count(quoted_wrong(bug)) == 1]
+
+
 def quoted_wrong(bug: Bug) -> str:
     """What the statement says the file holds now (the text a fix replaces)."""
     return bug.statement.split("`")[5]
+
+
+def quoted_right(bug: Bug) -> str:
+    """What the statement says the file should hold (the fix's text)."""
+    return bug.statement.split("`")[7]
 
 
 def _edits(expr: ast.expr, line: str) -> list[tuple[int, int, str]]:

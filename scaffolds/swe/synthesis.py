@@ -156,10 +156,8 @@ def candidate_bugs(tree: Path) -> list[Bug]:
             sites = injected_bugs.sites(rel, source)
         except SyntaxError:
             continue
-        lines = source.splitlines()
         for site in sites:
-            bugs = injected_bugs.bugs(site, lines[site.line_no - 1])
-            found += [b for b in bugs if b.apply(source).count(injected_bugs.quoted_wrong(b)) == 1]
+            found += injected_bugs.unique_bugs(site, source)
     return found
 
 
