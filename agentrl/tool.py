@@ -48,12 +48,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
+from agentrl.tool_parameters import parameters_schema
 from agentrl.types import ToolResult
 
 _SKIPPED_PARAMS = ("self", "cls")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONTENT_PART_TYPES = ("text", "image_url")
-_SCHEMA_DATA_KEYS = ("default", "enum", "const", "examples")
 
 
 class ToolDefinitionError(ValueError):
@@ -107,7 +107,7 @@ class FunctionTool:
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": _parameters_schema(self.model),
+                "parameters": parameters_schema(self.model),
             },
         }
         self._instance: Any = None
@@ -312,61 +312,6 @@ def _split_annotated(hint: Any) -> tuple[Any, str | None]:
 
 def _is_plain_field_name(name: str) -> bool:
     return not name.startswith("_") and not hasattr(BaseModel, name)
-
-
-def _parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema with `$defs` inlined and pydantic's `title`s dropped.
-
-    Only recursive models keep an entry in `$defs`, since they cannot be written out inline.
-    """
-    schema = model.model_json_schema()
-    defs = schema.pop("$defs", {})
-    recursive: set[str] = set()
-    schema = _inline_refs(schema, defs, (), recursive)
-    kept: dict[str, Any] = {}
-    while missing := recursive - kept.keys():
-        for name in missing:
-            kept[name] = _inline_refs(defs[name], defs, (name,), recursive)
-    if kept:
-        schema["$defs"] = kept
-    return _drop_titles(schema)
-
-
-def _inline_refs(node: Any, defs: dict[str, Any], stack: tuple[str, ...], recursive: set[str]) -> Any:
-    if isinstance(node, list):
-        return [_inline_refs(item, defs, stack, recursive) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: _inline_refs(v, defs, stack, recursive) for k, v in node.items() if k != "$ref"}
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        target = ref.removeprefix("#/$defs/")
-        if target in stack:
-            recursive.add(target)
-            return {"$ref": ref, **out}
-        return {**_inline_refs(defs[target], defs, (*stack, target), recursive), **out}
-    if "$ref" in node:
-        out["$ref"] = node["$ref"]
-    all_of = out.get("allOf")
-    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
-        out = {**out.pop("allOf")[0], **out}
-    return out
-
-
-def _drop_titles(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_drop_titles(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: _drop_titles(sub) for name, sub in value.items()}
-        else:
-            out[key] = value if key in _SCHEMA_DATA_KEYS else _drop_titles(value)
-    return out
 
 
 def _validation_text(exc: ValidationError) -> str:

@@ -1,0 +1,135 @@
+"""How well a checkpoint copies the easy SWE tier's fix: the teacher-forced `str_replace` call of each task.
+
+An easy issue quotes the file, the wrong expression and the right one, and the fix is one `str_replace` call that
+copies them. For each bundled easy task this feeds the checkpoint the episode's opening (system prompt and issue)
+followed by that call, and reports per task
+
+- `p_call`: the probability of the whole call (assistant turn up to `</tool_call>`) at T = 1;
+- `greedy_exact`: whether every token of it is the argmax, i.e. whether greedy decoding writes it;
+- the argmax accuracy of its tokens by part (`format`, `path`, `old_str`, `new_str`);
+- each token where the argmax is wrong: the text before it, the wanted token, the argmax, the wanted token's
+  probability.
+
+RL samples at T = 1 and sharpens what the policy already prefers, so a task whose call is not `greedy_exact`
+is one that sharpening alone does not solve.
+
+    python scripts/swe_copy_report.py --model tiny-swe                 # held-out easy tasks
+    python scripts/swe_copy_report.py --model runs/x/checkpoints/step_000040/policy --split train --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PARTS = ("format", "path", "old_str", "new_str")
+
+
+@dataclass
+class CallReport:
+    """One task's teacher-forced fix call."""
+
+    instance_id: str
+    p_call: float
+    greedy_exact: bool
+    accuracy: dict[str, float]
+    """Argmax accuracy of the call's tokens, per part (PARTS)."""
+    misses: list[dict[str, Any]] = field(default_factory=list)
+
+
+def fix_call(statement: str) -> dict[str, str]:
+    """The `str_replace` arguments an easy statement asks for: it quotes the path, the function, the wrong
+    expression and the right one, in that order."""
+    quoted = re.findall(r"`([^`]*)`", statement)
+    if len(quoted) < 4:
+        raise ValueError(f"not an easy-tier statement (fewer than four quoted spans): {statement!r}")
+    return {"path": quoted[0], "old_str": quoted[2], "new_str": quoted[3]}
+
+
+def part_of(prefix: str) -> str:
+    """Which part of the call a token belongs to, from the decoded call text before it: the last argument whose
+    value has opened. The token closing a value counts with it (where to stop copying is part of the copy)."""
+    opened = [name for name in PARTS[1:] if f'"{name}": "' in prefix]
+    return opened[-1] if opened else "format"
+
+
+def call_report(model: Any, tokenizer: Any, instance_id: str, statement: str) -> CallReport:
+    import torch
+    from agentrl.scaffolds.demonstration import tool_call_messages
+    from agentrl.scaffolds.swe.drills import issue_message
+    from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
+
+    opening = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": issue_message(statement)}]
+    call = tool_call_messages("str_replace", fix_call(statement), "", call_id="call_0_0")[:1]
+    prompt = tokenizer.apply_chat_template(opening, add_generation_prompt=True, return_dict=False)
+    ids = tokenizer.apply_chat_template(opening + call, return_dict=False)
+    if ids[: len(prompt)] != prompt:
+        raise ValueError("the chat template renders the opening differently with a reply after it")
+    end = ids.index(tokenizer.convert_tokens_to_ids("</tool_call>"), len(prompt)) + 1
+    with torch.no_grad():
+        logprobs = model(torch.tensor([ids[:end]])).logits[0].float().log_softmax(-1)
+    right = {name: [0, 0] for name in PARTS}
+    total, misses = 0.0, []
+    for i in range(len(prompt), end):
+        logprob = logprobs[i - 1]
+        total += logprob[ids[i]].item()
+        best = int(logprob.argmax())
+        part = part_of(tokenizer.decode(ids[len(prompt) : i]))
+        right[part][0] += best == ids[i]
+        right[part][1] += 1
+        if best != ids[i]:
+            misses.append(
+                {
+                    "before": tokenizer.decode(ids[max(len(prompt), i - 4) : i]),
+                    "want": tokenizer.decode([ids[i]]),
+                    "argmax": tokenizer.decode([best]),
+                    "p_want": round(math.exp(logprob[ids[i]].item()), 3),
+                }
+            )
+    accuracy = {name: ok / n for name, (ok, n) in right.items() if n}
+    return CallReport(instance_id, math.exp(total), not misses, accuracy, misses)
+
+
+def report(model_name: str, split: str = "test") -> list[CallReport]:
+    """`call_report` for every bundled easy task of `split`."""
+    import torch
+    from agentrl.scaffolds.swe import bundled
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.policy.loading import load_tokenizer, resolve_model_path
+
+    path = resolve_model_path(model_name)
+    tokenizer = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    tasks = [i for i in bundled.instances() if i.tier == "easy" and i.split == split]
+    return [call_report(model, tokenizer, i.instance_id, i.problem_statement) for i in tasks]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="tiny-swe", help="`tiny-swe`, another shipped name, or a checkpoint")
+    parser.add_argument("--split", default="test", choices=("train", "test"))
+    parser.add_argument("--json", help="also write the reports here")
+    args = parser.parse_args(argv)
+    reports = report(args.model, args.split)
+    for r in reports:
+        parts = " ".join(f"{name} {r.accuracy.get(name, 1.0):.2f}" for name in PARTS)
+        print(f"{r.instance_id:32} p_call {r.p_call:.3f} {'greedy-exact' if r.greedy_exact else '':12} {parts}")
+        for miss in r.misses:
+            print(f"    {miss['before']!r} -> want {miss['want']!r}, argmax {miss['argmax']!r} (p {miss['p_want']})")
+    exact = sum(r.greedy_exact for r in reports)
+    mean_p = sum(r.p_call for r in reports) / max(len(reports), 1)
+    print(f"{exact}/{len(reports)} greedy-exact, mean p_call {mean_p:.4f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([asdict(r) for r in reports], f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""scripts/swe_copy_report.py: the fix call it scores is the gold patch's, and its teacher-forced argmax agrees
+with what greedy decoding of the shipped `tiny-swe` writes."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "swe_copy_report.py"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("swe_copy_report", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fix_call_is_the_gold_patch_edit(script):
+    from agentrl.scaffolds.swe import bundled
+
+    easy = [i for i in bundled.instances() if i.tier == "easy"]
+    assert len(easy) >= 20
+    for instance in easy:
+        call = script.fix_call(instance.problem_statement)
+        removed = [line[1:] for line in instance.patch.splitlines() if line.startswith("-") and "---" not in line]
+        added = [line[1:] for line in instance.patch.splitlines() if line.startswith("+") and "+++" not in line]
+        assert f"a/{call['path']}" in instance.patch, instance.instance_id
+        assert any(call["old_str"] in line for line in removed), instance.instance_id
+        assert any(call["new_str"] in line for line in added), instance.instance_id
+    with pytest.raises(ValueError, match="easy-tier"):
+        script.fix_call("Leap years are wrong.")
+
+
+def test_parts_follow_the_arguments(script):
+    call = '{"name": "str_replace", "arguments": {"path": "a.py", "old_str": "x - 1", "new_str": "x + 1"}}'
+    parts = [script.part_of(call[:k]) for k in range(len(call))]
+    assert parts[call.index('"path"')] == "format"
+    assert parts[call.index("a.py")] == "path"
+    assert parts[call.index("x - 1")] == "old_str"
+    assert parts[call.index("x + 1")] == "new_str"
+
+
+def test_greedy_exact_is_what_greedy_decoding_writes(script):
+    import torch
+    from agentrl.scaffolds.swe import bundled
+    from agentrl.scaffolds.swe.drills import issue_message
+    from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.policy.loading import load_tokenizer, resolve_model_path
+
+    path = resolve_model_path("tiny-swe")
+    tokenizer = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    tasks = [i for i in bundled.instances() if i.tier == "easy" and i.split == "test"]
+    reports = [script.call_report(model, tokenizer, i.instance_id, i.problem_statement) for i in tasks]
+    assert {r.greedy_exact for r in reports} == {True, False}  # the shipped policy writes some fixes, not all
+    for instance, r in zip(tasks, reports, strict=True):
+        assert 0.0 < r.p_call < 1.0 and r.greedy_exact == (not r.misses)
+        opening = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": issue_message(instance.problem_statement)},
+        ]
+        prompt = tokenizer.apply_chat_template(opening, add_generation_prompt=True, return_tensors="pt")
+        prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+        with torch.no_grad():
+            out = model.generate(prompt, do_sample=False, max_new_tokens=160)
+        text = tokenizer.decode(out[0, prompt.shape[1] :])
+        call = script.fix_call(instance.problem_statement)
+        wrote_fix = all(f'"{name}": "{value}"' in text.replace('\\"', '"') for name, value in call.items())
+        assert wrote_fix == r.greedy_exact, (instance.instance_id, text)
