@@ -77,6 +77,9 @@ def run_sft(
     from trl import SFTConfig, SFTTrainer  # trl takes seconds to import
 
     settings = dataclasses.replace(settings or SFTSettings(), **overrides)
+    # transformers 5 renamed the option and warns on every use of the old name, even when it is False
+    fields = {f.name for f in dataclasses.fields(SFTConfig)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
     config = SFTConfig(
         output_dir=str(output_dir),
         num_train_epochs=settings.epochs,
@@ -93,7 +96,7 @@ def run_sft(
         train_sampling_strategy="group_by_length" if settings.group_by_length else "random",
         seed=settings.seed,
         data_seed=settings.seed,
-        gradient_checkpointing=settings.gradient_checkpointing,
+        **{checkpointing: settings.gradient_checkpointing},
         use_cpu=settings.use_cpu,
         bf16=False,
         fp16=False,
