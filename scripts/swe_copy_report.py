@@ -6,6 +6,9 @@ followed by that call, and reports per task
 
 - `p_call`: the probability of the whole call (assistant turn up to `</tool_call>`) at T = 1;
 - `greedy_exact`: whether every token of it is the argmax, i.e. whether greedy decoding writes it;
+- `same_tokens`: whether both expressions are the same tokens in the call as in the issue. The call writes them
+  as JSON strings, and a quote (escaped there) or a value opening with punctuation (` "(`) tokenizes differently,
+  so the policy cannot copy those token for token;
 - the argmax accuracy of its tokens by part (`format`, `path`, `old_str`, `new_str`);
 - each token where the argmax is wrong: the text before it, the wanted token, the argmax, the wanted token's
   probability.
@@ -37,6 +40,7 @@ class CallReport:
     instance_id: str
     p_call: float
     greedy_exact: bool
+    same_tokens: bool
     accuracy: dict[str, float]
     """Argmax accuracy of the call's tokens, per part (PARTS)."""
     misses: list[dict[str, Any]] = field(default_factory=list)
@@ -49,6 +53,16 @@ def fix_call(statement: str) -> dict[str, str]:
     if len(quoted) < 4:
         raise ValueError(f"not an easy-tier statement (fewer than four quoted spans): {statement!r}")
     return {"path": quoted[0], "old_str": quoted[2], "new_str": quoted[3]}
+
+
+def same_tokens(tokenizer: Any, expression: str) -> bool:
+    """Whether `expression`'s tokens between the issue's backticks occur as a run in its call's tokens."""
+    quoted = tokenizer.encode(f"`{expression}`", add_special_tokens=False)
+    if tokenizer.decode(quoted[:1]) != "`" or tokenizer.decode(quoted[-1:]) != "`":
+        return False
+    quoted = quoted[1:-1]
+    written = tokenizer.encode(f'"old_str": {json.dumps(expression)}, "', add_special_tokens=False)
+    return any(written[i : i + len(quoted)] == quoted for i in range(len(written) - len(quoted) + 1))
 
 
 def part_of(prefix: str) -> str:
@@ -92,7 +106,9 @@ def call_report(model: Any, tokenizer: Any, instance_id: str, statement: str) ->
                 }
             )
     accuracy = {name: ok / n for name, (ok, n) in right.items() if n}
-    return CallReport(instance_id, math.exp(total), not misses, accuracy, misses)
+    arguments = fix_call(statement)
+    same = all(same_tokens(tokenizer, arguments[name]) for name in ("old_str", "new_str"))
+    return CallReport(instance_id, math.exp(total), not misses, same, accuracy, misses)
 
 
 def report(model_name: str, split: str = "test") -> list[CallReport]:
@@ -119,12 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     reports = report(args.model, args.split)
     for r in reports:
         parts = " ".join(f"{name} {r.accuracy.get(name, 1.0):.2f}" for name in PARTS)
-        print(f"{r.instance_id:32} p_call {r.p_call:.3f} {'greedy-exact' if r.greedy_exact else '':12} {parts}")
+        flags = f"{'greedy-exact' if r.greedy_exact else '':12} {'' if r.same_tokens else 'retokenized':11}"
+        print(f"{r.instance_id:32} p_call {r.p_call:.3f} {flags} {parts}")
         for miss in r.misses:
             print(f"    {miss['before']!r} -> want {miss['want']!r}, argmax {miss['argmax']!r} (p {miss['p_want']})")
     exact = sum(r.greedy_exact for r in reports)
     mean_p = sum(r.p_call for r in reports) / max(len(reports), 1)
-    print(f"{exact}/{len(reports)} greedy-exact, mean p_call {mean_p:.4f}")
+    same = sum(r.same_tokens for r in reports)
+    print(
+        f"{exact}/{len(reports)} greedy-exact, mean p_call {mean_p:.4f}, {same}/{len(reports)} copied token for token"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(r) for r in reports], f, indent=1)

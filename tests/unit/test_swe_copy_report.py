@@ -77,3 +77,13 @@ def test_greedy_exact_is_what_greedy_decoding_writes(script):
         call = script.fix_call(instance.problem_statement)
         wrote_fix = all(f'"{name}": "{value}"' in text.replace('\\"', '"') for name, value in call.items())
         assert wrote_fix == r.greedy_exact, (instance.instance_id, text)
+
+
+def test_same_tokens_tells_quotes_and_opening_punctuation(script):
+    from agentrl.policy.loading import load_tokenizer, resolve_model_path
+
+    tokenizer = load_tokenizer(resolve_model_path("tiny-swe"))
+    assert script.same_tokens(tokenizer, "self.ranking()[-1]")
+    assert script.same_tokens(tokenizer, "year % 400 != 0")
+    assert not script.same_tokens(tokenizer, 'name.split(".")[0]')  # the call escapes the quotes
+    assert not script.same_tokens(tokenizer, "(f - 32) * 9 / 5")  # ` "(` opens the call's value
