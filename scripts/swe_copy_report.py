@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -49,7 +48,9 @@ class CallReport:
 def fix_call(statement: str) -> dict[str, str]:
     """The `str_replace` arguments an easy statement asks for: it quotes the path, the function, the wrong
     expression and the right one, in that order."""
-    quoted = re.findall(r"`([^`]*)`", statement)
+    from agentrl.scaffolds.swe.drills import quoted_spans
+
+    quoted = quoted_spans(statement)
     if len(quoted) < 4:
         raise ValueError(f"not an easy-tier statement (fewer than four quoted spans): {statement!r}")
     return {"path": quoted[0], "old_str": quoted[2], "new_str": quoted[3]}
@@ -72,16 +73,23 @@ def part_of(prefix: str) -> str:
     return opened[-1] if opened else "format"
 
 
-def call_report(model: Any, tokenizer: Any, instance_id: str, statement: str) -> CallReport:
-    import torch
-    from agentrl.scaffolds.demonstration import tool_call_messages
+def opening(statement: str) -> list[dict[str, str]]:
+    """The episode's messages before the policy's first turn: the SWE system prompt and the issue."""
     from agentrl.scaffolds.swe.drills import issue_message
     from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
 
-    opening = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": issue_message(statement)}]
-    call = tool_call_messages("str_replace", fix_call(statement), "", call_id="call_0_0")[:1]
-    prompt = tokenizer.apply_chat_template(opening, add_generation_prompt=True, return_dict=False)
-    ids = tokenizer.apply_chat_template(opening + call, return_dict=False)
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": issue_message(statement)}]
+
+
+def call_report(model: Any, tokenizer: Any, instance_id: str, statement: str) -> CallReport:
+    import torch
+    from agentrl.scaffolds.demonstration import tool_call_messages
+
+    arguments = fix_call(statement)
+    start = opening(statement)
+    call = tool_call_messages("str_replace", arguments, "", call_id="call_0_0")[:1]
+    prompt = tokenizer.apply_chat_template(start, add_generation_prompt=True, return_dict=False)
+    ids = tokenizer.apply_chat_template(start + call, return_dict=False)
     if ids[: len(prompt)] != prompt:
         raise ValueError("the chat template renders the opening differently with a reply after it")
     end = ids.index(tokenizer.convert_tokens_to_ids("</tool_call>"), len(prompt)) + 1
@@ -106,7 +114,6 @@ def call_report(model: Any, tokenizer: Any, instance_id: str, statement: str) ->
                 }
             )
     accuracy = {name: ok / n for name, (ok, n) in right.items() if n}
-    arguments = fix_call(statement)
     same = all(same_tokens(tokenizer, arguments[name]) for name in ("old_str", "new_str"))
     return CallReport(instance_id, math.exp(total), not misses, same, accuracy, misses)
 

@@ -140,6 +140,11 @@ def bundled_statements() -> frozenset[str]:
     return frozenset(i.problem_statement.strip() for i in bundled.instances())
 
 
+def quoted_spans(statement: str) -> list[str]:
+    """What an easy statement quotes, in order: the file, the function, the wrong expression, the right one."""
+    return re.findall(r"`([^`]*)`", statement)
+
+
 @functools.cache
 def held_out_names() -> frozenset[str]:
     """The file paths and functions held-out easy statements name (no drill names one)."""
@@ -148,7 +153,7 @@ def held_out_names() -> frozenset[str]:
     names = set()
     for i in bundled.instances():
         if i.tier == "easy" and i.split == "test":
-            names.update(re.findall(r"`([^`]*)`", i.problem_statement)[:2])
+            names.update(quoted_spans(i.problem_statement)[:2])
     return frozenset(names)
 
 

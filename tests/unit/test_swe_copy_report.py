@@ -51,8 +51,6 @@ def test_parts_follow_the_arguments(script):
 def test_greedy_exact_is_what_greedy_decoding_writes(script):
     import torch
     from agentrl.scaffolds.swe import bundled
-    from agentrl.scaffolds.swe.drills import issue_message
-    from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
     from transformers import AutoModelForCausalLM
 
     from agentrl.policy.loading import load_tokenizer, resolve_model_path
@@ -65,10 +63,7 @@ def test_greedy_exact_is_what_greedy_decoding_writes(script):
     assert {r.greedy_exact for r in reports} == {True, False}  # the shipped policy writes some fixes, not all
     for instance, r in zip(tasks, reports, strict=True):
         assert 0.0 < r.p_call < 1.0 and r.greedy_exact == (not r.misses)
-        opening = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": issue_message(instance.problem_statement)},
-        ]
+        opening = script.opening(instance.problem_statement)
         prompt = tokenizer.apply_chat_template(opening, add_generation_prompt=True, return_tensors="pt")
         prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
         with torch.no_grad():
