@@ -5,6 +5,7 @@
   (server, session, validation) of this process.
 - `Counter`: a stateful toolset, one integer per session, for tests of sessions, idempotency and fork.
 - `serve_in_thread`: a real uvicorn server on loopback, in a background thread, for integration tests.
+- `metric_value`: one sample from a `/metrics` page (Prometheus text).
 - `ScriptedPolicy`: a policy that replays scripted assistant turns (a double for the model only).
 - `scripted_chat_app`: an OpenAI-compatible chat server with scripted replies (a double for a judge model).
 """
@@ -88,6 +89,17 @@ def serve_in_thread(app: Any, *, port: int = 0, startup_timeout_s: float = 10.0)
         server.should_exit = True
         thread.join(timeout=startup_timeout_s)
         sock.close()
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The value of the first sample of `name` with `labels` in Prometheus text, 0 when absent."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
 
 
 class ScriptedPolicy:
