@@ -36,10 +36,14 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    checked). `--extend-passes swe_code --init agentrl/tiny/policy_swe` continues with
    drills over bugs in the standard library's code (`scaffolds/swe/code_drills.py`, `SWE_CODE_PASSES`), which
    have the expression forms the drill grammar lacks; its data depends on the Python version's standard library.
+   `--single-punctuation` makes the extend stage's tokenizer pre-tokenize one punctuation mark at a time
+   (`agentrl.tiny.tokenizer.SINGLE_PUNCTUATION_PATTERN`, same vocabulary): with `--extend-passes swe+retry` it
+   rebuilds `tiny-swe` so that every easy fix is the issue's tokens in the call (69 minutes; docs/swe.md has what
+   that changed, which is not the fixes it writes).
 
-The conversations come from `tiny_policy_data.py`. Every source of randomness is seeded and the thread count is
-fixed, so the same versions of torch/transformers/trl on the same kind of machine give the same files. The weights
-are stored in bf16 and load as fp32.
+The conversations come from `tiny_policy_data.py`, the extend stage's passes from `tiny_policy_passes.py`. Every
+source of randomness is seeded and the thread count is fixed, so the same versions of torch/transformers/trl on the
+same kind of machine give the same files. The weights are stored in bf16 and load as fp32.
 """
 
 from __future__ import annotations
@@ -53,13 +57,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tiny_policy_data import BASE_SOURCES, MISTAKE_RATE, base_scaffolds, demonstrations, echo_drills, mixture, replay
+from tiny_policy_passes import EXTEND_PASSES, PASS_SETS, Pass
 
-from agentrl.tiny.tokenizer import TOOLLESS_TEMPLATE_PREFIX
+from agentrl.tiny.tokenizer import TOOLLESS_TEMPLATE_PREFIX, split_punctuation
 
 THREADS = 2
 SEED = 0
@@ -80,69 +84,6 @@ COPY_REPLAY = 1 / 3
 """Base demonstrations replayed in the copy stage, per echo drill."""
 
 
-@dataclass(frozen=True)
-class Pass:
-    """One fine-tuning pass of the extend stage, over `tiny_policy_data.mixture(counts)`."""
-
-    counts: dict[str, int]
-    lr: float
-    seed: int
-    stream: str
-    """Names the echo drills' and replayed demonstrations' draw."""
-    scheduler: str = "cosine"
-    warmup_fraction: float = 0.05
-    mistake_rate: dict[str, float] | None = None
-    """Overrides of the stage's mistake rates."""
-
-
-def _swe_pass(counts: dict[str, int], lr: float, seed: int, stream: str) -> Pass:
-    # constant rate, and few deliberate miscopies and wrong fixes: these passes are for precision
-    rates = {"swe": 0.1, "swe_made_up": 0.1, "swe_retry": 0.1, "swe_code": 0.1}
-    return Pass(counts, lr, seed, stream, "constant_with_warmup", 0.02, rates)
-
-
-SWE_ONLY = {"swe": 1500, "terminal": 200, "gui": 200, "echo": 200, "replay": 300}
-SWE_ECHO = {"swe": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
-SWE_MADE_UP = {"swe_made_up": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
-SWE_MADE_UP_PASSES = 3
-SWE_RETRY = {"swe_retry": 1000, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
-SWE_CODE = {"swe_code": 700, "swe_retry": 300, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
-EXTEND_PASSES = (
-    Pass({"terminal": 4000, "gui": 3000, "swe": 3000, "echo": 2000, "replay": 4000}, lr=2e-3, seed=0, stream="extend"),
-    # GUI labels are the longest strings the easy tiers copy: the first pass leaves them garbled (held-out easy
-    # GUI success 0.05-0.10, 0.175 after this pass)
-    Pass({"terminal": 1000, "gui": 4000, "echo": 500, "replay": 1000}, lr=1e-3, seed=1, stream="gui-more"),
-)
-"""The extend stage's passes: what the shipped `tiny-extended` is."""
-SWE_PASSES = (
-    # An easy SWE fix copies three strings (path, wrong and right expression; about 50 tokens) into str_replace.
-    # After the passes above the policy copies 91% of those tokens right (teacher-forced) and not one whole fix.
-    # SWE drills alone raise that to 96% on drills but wear the copying circuit down (echo drills 98% -> 88%);
-    # with as many echo drills alongside it recovers (99.9%). Over the drill generator's short word lists the
-    # policy recalls operands instead of copying them: made-up operands (`swe_made_up`) raise the mean probability
-    # of a held-out task's whole fix from 0.0001 to 0.04 in three passes.
-    _swe_pass(SWE_ONLY, 1e-3, 100, "swe0"),
-    _swe_pass(SWE_ONLY, 1e-3, 101, "swe1"),
-    _swe_pass(SWE_ECHO, 5e-4, 200, "swe200"),
-    _swe_pass(SWE_ECHO, 5e-4, 201, "swe201"),
-    *(_swe_pass(SWE_MADE_UP, 5e-4, 300 + k, f"swe{300 + k}") for k in range(SWE_MADE_UP_PASSES)),
-)
-"""Passes weighted towards the SWE drills (`--extend-passes swe`, from `tiny-extended`), not in the shipped policy:
-held-out easy SWE success 0 -> 0.08, but held-out easy terminal 0.29 -> 0.18, and RL on the SWE easy tier from the
-result raises train success, not held-out (0.08 -> 0.10 in 20 steps)."""
-SWE_RETRY_PASSES = (_swe_pass(SWE_RETRY, 5e-4, 400, "swe400"),)
-"""After `SWE_PASSES`: drills that retry after a failed first edit (`swe_retry`)."""
-SWE_CODE_PASSES = (_swe_pass(SWE_CODE, 5e-4, 500, "swe500"),)
-"""After `SWE_RETRY_PASSES`: retrying drills over bugs in the standard library (`swe_code`), whose expressions
-have the forms the drill grammar lacks."""
-PASS_SETS = {
-    "shipped": EXTEND_PASSES,
-    "swe": SWE_PASSES,
-    "swe_retry": SWE_RETRY_PASSES,
-    "swe+retry": SWE_PASSES + SWE_RETRY_PASSES,
-    "swe_code": SWE_CODE_PASSES,
-    "shipped+swe": EXTEND_PASSES + SWE_PASSES,
-}
 STAGES = ("base", "copy", "extend")
 
 
@@ -312,15 +253,23 @@ def copy_stage(init_dir: Path, out_dir: Path, *, mistake_rate: dict[str, float])
 
 
 def extend_stage(
-    init_dir: Path, out_dir: Path, *, mistake_rate: dict[str, float], passes: tuple[Pass, ...] = EXTEND_PASSES
+    init_dir: Path,
+    out_dir: Path,
+    *,
+    mistake_rate: dict[str, float],
+    passes: tuple[Pass, ...] = EXTEND_PASSES,
+    single_punctuation: bool = False,
 ) -> None:
     """Stage 3: the easy tiers of the terminal, GUI and SWE scaffolds, with echo drills and base replay, in the
-    `passes`; each starts from the saved (bf16) result of the one before."""
+    `passes`; each starts from the saved (bf16) result of the one before. With `single_punctuation` the tokenizer
+    pre-tokenizes one punctuation mark at a time from the first pass on (`tokenizer.split_punctuation`)."""
     previous = init_dir
     with tempfile.TemporaryDirectory() as scratch:
         for k, step in enumerate(passes):
             make_deterministic(step.seed)
             model, tokenizer = _load(previous)
+            if single_punctuation:
+                split_punctuation(tokenizer)
             demos = mixture(tokenizer, mistake_rate | (step.mistake_rate or {}), step.seed, step.counts, step.stream)
             out = out_dir if k == len(passes) - 1 else Path(scratch) / f"pass{k}"
             # conversations range from 50 tokens (code) to 1,000 (SWE drills): padding would dominate random batches
@@ -359,6 +308,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--extend-passes", choices=sorted(PASS_SETS), default="shipped", help="the extend stage's passes (SWE_PASSES)"
     )
+    parser.add_argument(
+        "--single-punctuation",
+        action="store_true",
+        help="extend stage: pre-tokenize one punctuation mark at a time (SINGLE_PUNCTUATION_PATTERN)",
+    )
     for name, rate in MISTAKE_RATE.items():
         parser.add_argument(f"--{name.replace('_', '-')}-mistake-rate", type=float, default=rate)
     args = parser.parse_args(argv)
@@ -388,7 +342,10 @@ def main(argv: list[str] | None = None) -> None:
             elif stage == "copy":
                 copy_stage(previous, out, mistake_rate=rates)
             else:
-                extend_stage(previous, out, mistake_rate=rates, passes=PASS_SETS[args.extend_passes])
+                passes = PASS_SETS[args.extend_passes]
+                extend_stage(
+                    previous, out, mistake_rate=rates, passes=passes, single_punctuation=args.single_punctuation
+                )
             print(f"{stage} stage: {(time.perf_counter() - start) / 60:.1f} min", flush=True)
             print_heldout_report(out)
             if args.keep and out != args.keep / stage:

@@ -6,9 +6,10 @@ followed by that call, and reports per task
 
 - `p_call`: the probability of the whole call (assistant turn up to `</tool_call>`) at T = 1;
 - `greedy_exact`: whether every token of it is the argmax, i.e. whether greedy decoding writes it;
-- `same_tokens`: whether both expressions are the same tokens in the call as in the issue. The call writes them
-  as JSON strings, and a quote (escaped there) or a value opening with punctuation (` "(`) tokenizes differently,
-  so the policy cannot copy those token for token;
+- `same_tokens`: whether both expressions are the same tokens in the call as in the issue, but for the backslashes
+  that escape quotes. The call writes them as JSON strings; where the tokenizer merges punctuation runs, a quote
+  (`\\".\\")` against `".")`) or a value opening with punctuation (` "(`) tokenizes differently, and the policy
+  cannot copy those token for token;
 - the argmax accuracy of its tokens by part (`format`, `path`, `old_str`, `new_str`);
 - each token where the argmax is wrong: the text before it, the wanted token, the argmax, the wanted token's
   probability.
@@ -57,12 +58,14 @@ def fix_call(statement: str) -> dict[str, str]:
 
 
 def same_tokens(tokenizer: Any, expression: str) -> bool:
-    """Whether `expression`'s tokens between the issue's backticks occur as a run in its call's tokens."""
+    """Whether `expression`'s tokens between the issue's backticks occur as a run in its call's tokens, once the
+    tokens that are a lone backslash (JSON's escapes) are taken out of the call."""
     quoted = tokenizer.encode(f"`{expression}`", add_special_tokens=False)
     if tokenizer.decode(quoted[:1]) != "`" or tokenizer.decode(quoted[-1:]) != "`":
         return False
     quoted = quoted[1:-1]
     written = tokenizer.encode(f'"old_str": {json.dumps(expression)}, "', add_special_tokens=False)
+    written = [t for t in written if tokenizer.decode([t]) != "\\"]
     return any(written[i : i + len(quoted)] == quoted for i in range(len(written) - len(quoted) + 1))
 
 

@@ -49,20 +49,41 @@ SPLIT_PATTERN = (
 )
 """Qwen2's pre-tokenization regex with digit runs of up to three: words with one leading non-letter, numbers in
 chunks of three from the left, punctuation runs, spaces."""
+SINGLE_PUNCTUATION_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}"\\]?\p{L}+|\p{N}{1,3}|["\\]"""
+    r"""| ?[^\s\p{L}\p{N}"\\][\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+"""`SPLIT_PATTERN` with one punctuation mark per pre-token instead of a run, and quotes and backslashes always
+alone (no space before them, no word after). `split_punctuation` switches a trained tokenizer to it.
+
+An easy SWE fix written into a JSON tool call copies the issue's expression. With punctuation runs the copy is
+other tokens: `(f - 32)` in backticks opens with "`(" but as a JSON value with ` "(`, and `split(" ")` ends in
+`" ")` in the issue but in `\\" \\")` in the call. With this pattern the only difference is a backslash token
+before each quote. The vocabulary and ids stay as trained; merges across punctuation just never apply. The shipped
+policies keep `SPLIT_PATTERN`: a `tiny-swe` rebuilt with this one writes no more fixes right (docs/swe.md)."""
+
+
+def _pre_tokenizer(pattern: str) -> pre_tokenizers.PreTokenizer:
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
 
 
 def _untrained() -> Tokenizer:
     """A byte-level BPE with Qwen2 pre-tokenization and no merges yet."""
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
+    tok.pre_tokenizer = _pre_tokenizer(SPLIT_PATTERN)
     tok.decoder = decoders.ByteLevel()
     return tok
+
+
+def split_punctuation(tokenizer: PreTrainedTokenizerFast) -> None:
+    """Make `tokenizer` (one this module trained) pre-tokenize with `SINGLE_PUNCTUATION_PATTERN`, in place."""
+    tokenizer.backend_tokenizer.pre_tokenizer = _pre_tokenizer(SINGLE_PUNCTUATION_PATTERN)
 
 
 def _wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:

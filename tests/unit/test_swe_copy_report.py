@@ -77,8 +77,32 @@ def test_greedy_exact_is_what_greedy_decoding_writes(script):
 def test_same_tokens_tells_quotes_and_opening_punctuation(script):
     from agentrl.policy.loading import load_tokenizer, resolve_model_path
 
-    tokenizer = load_tokenizer(resolve_model_path("tiny-swe"))
+    tokenizer = load_tokenizer(resolve_model_path("tiny-extended"))  # punctuation runs
     assert script.same_tokens(tokenizer, "self.ranking()[-1]")
     assert script.same_tokens(tokenizer, "year % 400 != 0")
-    assert not script.same_tokens(tokenizer, 'name.split(".")[0]')  # the call escapes the quotes
+    assert script.same_tokens(tokenizer, 'name.split(".")[0]')  # but for the backslashes
+    assert not script.same_tokens(tokenizer, 'line.split(" ", 3)[3]')  # ` "` in the issue, ` \"` in the call
     assert not script.same_tokens(tokenizer, "(f - 32) * 9 / 5")  # ` "(` opens the call's value
+
+
+def test_single_punctuation_makes_every_easy_fix_copyable(script):
+    """One punctuation mark per pre-token: each easy fix is the issue's tokens in the call, but for backslashes."""
+    from agentrl.scaffolds.swe import bundled
+
+    from agentrl.policy.loading import load_tokenizer, resolve_model_path
+    from agentrl.tiny.tokenizer import SINGLE_PUNCTUATION_PATTERN, SPLIT_PATTERN, split_punctuation
+
+    assert SINGLE_PUNCTUATION_PATTERN != SPLIT_PATTERN
+    tokenizer = load_tokenizer(resolve_model_path("tiny-extended"))
+    expressions = [
+        call[part]
+        for instance in bundled.instances()
+        if instance.tier == "easy"
+        for call in [script.fix_call(instance.problem_statement)]
+        for part in ("old_str", "new_str")
+    ]
+    runs = [e for e in expressions if not script.same_tokens(tokenizer, e)]
+    assert len(runs) >= 10
+    split_punctuation(tokenizer)
+    assert [e for e in expressions if not script.same_tokens(tokenizer, e)] == []
+    assert script.same_tokens(tokenizer, 'name.split(".")[0]') and script.same_tokens(tokenizer, "(f - 32) * 9 / 5")
