@@ -60,7 +60,8 @@ An easy SWE fix written into a JSON tool call copies the issue's expression. Wit
 other tokens: `(f - 32)` in backticks opens with "`(" but as a JSON value with ` "(`, and `split(" ")` ends in
 `" ")` in the issue but in `\\" \\")` in the call. With this pattern the only difference is a backslash token
 before each quote. The vocabulary and ids stay as trained; merges across punctuation just never apply. The shipped
-policies keep `SPLIT_PATTERN`: a `tiny-swe` rebuilt with this one writes no more fixes right (docs/swe.md)."""
+policies keep `SPLIT_PATTERN`: a `tiny-swe` rebuilt with this one writes no more fixes right before RL, and RL from
+it takes its held-out greedy fixes from 0 to 2 of 9 (docs/swe.md)."""
 
 
 def _pre_tokenizer(pattern: str) -> pre_tokenizers.PreTokenizer:
