@@ -32,7 +32,7 @@ from agentrl.credit import assign_credit
 from agentrl.learner import Learner
 from agentrl.metrics import MetricsLogger
 from agentrl.partial_rollouts import PartialRollouts
-from agentrl.policy import build_policy, load_model_and_tokenizer
+from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
 from agentrl.progress import RolloutProgress, TrainProgress
 from agentrl.registry import load_scaffold
 from agentrl.reward import RewardStack
@@ -63,6 +63,7 @@ class Trainer:
         self.rewards = RewardStack.from_specs(config.rewards or self.scaffold.reward_names())
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
         self.policy = build_policy(config.policy, self.model, self.tokenizer)
+        self.context_window = context_window(self.model)
         self.learner = Learner(
             self.model,
             config.trainer,
@@ -97,6 +98,12 @@ class Trainer:
         last: dict[str, float] = {}
         try:
             with TrainProgress(cfg.trainer.steps, enabled=cfg.progress, start_step=self.state.step) as progress:
+                if self.context_window and cfg.rollout.max_tokens_per_episode > self.context_window:
+                    progress.log(
+                        f"warning: rollout.max_tokens_per_episode ({cfg.rollout.max_tokens_per_episode}) exceeds the "
+                        f"model's context window ({self.context_window} positions); what an episode samples past "
+                        "it the model never trained on (metric tokens/past_context)"
+                    )
                 if self.state.step == 0 and cfg.eval.every_steps:
                     last = self.evaluate(0)
                     self.log(0, last, progress)
@@ -121,7 +128,7 @@ class Trainer:
         stats = {
             **collect_stats,
             **self.score_stats,
-            **rollout_metrics(groups, self.rewards.names[0]),
+            **rollout_metrics(groups, self.rewards.names[0], self.context_window),
             **credit_stats,
             **update_stats,
             "time/step_s": time.monotonic() - t0,
@@ -359,7 +366,11 @@ def success_of(trajectory: Any, primary_reward: str) -> float:
     return float(trajectory.reward_components.get(primary_reward, 0.0) >= 1.0)
 
 
-def rollout_metrics(groups: Sequence[TrajectoryGroup], primary_reward: str) -> dict[str, float]:
+def rollout_metrics(
+    groups: Sequence[TrajectoryGroup], primary_reward: str, context_window: int | None = None
+) -> dict[str, float]:
+    """The step's episode statistics; with the model's `context_window`, also the fraction of valid episodes
+    that outgrew it (`tokens/past_context`)."""
     trajs = [t for g in groups for t in g.trajectories]
     valid = [t for t in trajs if not t.is_infra_failure]
     n = max(len(valid), 1)
@@ -373,6 +384,8 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup], primary_reward: str) -> d
         "tokens/mean": sum(len(t.token_ids) for t in valid) / n,
         "infra_failures": float(len(trajs) - len(valid)),
     }
+    if context_window is not None:
+        out["tokens/past_context"] = sum(len(t.token_ids) > context_window for t in valid) / n
     out.update({f"stop/{r.value}": stops.get(r, 0) / max(len(trajs), 1) for r in StopReason})
     return out
 

@@ -39,7 +39,9 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    `--single-punctuation` makes the extend stage's tokenizer pre-tokenize one punctuation mark at a time
    (`agentrl.tiny.tokenizer.SINGLE_PUNCTUATION_PATTERN`, same vocabulary): with `--extend-passes swe+retry` it
    rebuilds `tiny-swe` so that every easy fix is the issue's tokens in the call (69 minutes; docs/swe.md has what
-   that changed: not the fixes it writes, but which ones RL from it reaches).
+   that changed: not the fixes it writes, but which ones RL from it reaches). `--extend-passes opening` continues
+   a `swe+retry` checkpoint with 30 steps of SWE drills alone (`SWE_OPENING_PASSES`, 3 minutes), which settle its
+   first call on `str_replace`.
 
 The conversations come from `tiny_policy_data.py`, the extend stage's passes from `tiny_policy_passes.py`. Every
 source of randomness is seeded and the thread count is fixed, so the same versions of torch/transformers/trl on the

@@ -94,6 +94,15 @@ def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) ->
     return model, tokenizer
 
 
+def context_window(model: Any) -> int | None:
+    """The positions `model` was built for (its config's `max_position_embeddings`); None where it does not say.
+
+    Nothing stops a rotary-embedding model from running past them, but what it samples there it never trained on,
+    so the trainer reports how many episodes go beyond (`tokens/past_context`)."""
+    window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return int(window) if isinstance(window, int) and window > 0 else None
+
+
 def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
     """The sampler backend named by `config.backend`."""
     if config.backend == "transformers":

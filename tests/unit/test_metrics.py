@@ -223,3 +223,27 @@ def test_live_bar_on_a_terminal() -> None:
     assert "evaluating [step 1]" in text
     assert "reward 0.25" in text and "eval 0.50" in text
     assert "1/10" in text
+
+
+def test_episodes_past_the_context_window_are_counted() -> None:
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.policy import context_window, resolve_model_path
+    from agentrl.trainer import rollout_metrics
+    from agentrl.types import StopReason, Task, Trajectory, TrajectoryGroup, Turn
+
+    def episode(tid: str, sampled: int, stop: StopReason = StopReason.ANSWERED) -> Trajectory:
+        turn = Turn(tuple(range(sampled)), (0.0,) * sampled, (0.0,) * sampled, "")
+        return Trajectory("t", "g", tid, (0,) * 100, (turn,), stop, reward=0.0)
+
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path("tiny"))
+    window = context_window(model)
+    assert window == model.config.max_position_embeddings == 1024
+    assert context_window(object()) is None
+    group = TrajectoryGroup(
+        Task("t", "?"),
+        (episode("a", 900), episode("b", 924), episode("c", 925), episode("d", 5000, StopReason.INFRA_ERROR)),
+    )
+    metrics = rollout_metrics([group], "outcome", window)
+    assert metrics["tokens/past_context"] == pytest.approx(1 / 3)  # 1025 tokens; the infra failure is not counted
+    assert "tokens/past_context" not in rollout_metrics([group], "outcome")
