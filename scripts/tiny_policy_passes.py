@@ -61,9 +61,10 @@ SWE_RETRY_PASSES = (_swe_pass(SWE_RETRY, 5e-4, 400, "swe400"),)
 """After `SWE_PASSES`: drills that retry after a failed first edit (`swe_retry`)."""
 SWE_OPENING_PASSES = (_swe_pass(SWE_OPENING, 5e-4, 900, "opening"),)
 """After `SWE_RETRY_PASSES`: 30 steps of retrying SWE drills alone. Through the mixed passes the policy never
-settles its first call: at the tool name it puts about half its probability on `submit`, although 94% of the
-drills open with `str_replace`. This pass settles it (0.89 or more on every easy task) and keeps the copy accuracy,
-but RL from it reaches no more held-out fixes (docs/swe.md, "Opening with an edit")."""
+settles its first call: at the tool name it puts about half its probability on `submit`, although in the drills a
+first call with no note before it is `str_replace` 94% of the time. This pass settles it (0.89 or more on every
+easy task) and keeps the copy accuracy, but RL from it reaches no more held-out fixes (docs/swe.md, "Opening with
+an edit")."""
 SWE_CODE_PASSES = (_swe_pass(SWE_CODE, 5e-4, 500, "swe500"),)
 """After `SWE_RETRY_PASSES`: retrying drills over bugs in the standard library (`swe_code`), whose expressions
 have the forms the drill grammar lacks."""
