@@ -374,6 +374,7 @@ def rollout_metrics(
     trajs = [t for g in groups for t in g.trajectories]
     valid = [t for t in trajs if not t.is_infra_failure]
     n = max(len(valid), 1)
+    lengths = [len(t.token_ids) for t in valid]  # token_ids builds the whole context: once per trajectory
     stops = Counter(t.stop_reason for t in trajs)
     out = {
         "reward/mean": sum(t.reward or 0.0 for t in valid) / n,
@@ -381,11 +382,11 @@ def rollout_metrics(
         "tool_calls/mean": sum(t.num_tool_calls for t in valid) / n,
         "turns/mean": sum(len(t.turns) for t in valid) / n,
         "sampled_tokens/mean": sum(t.num_sampled_tokens for t in valid) / n,
-        "tokens/mean": sum(len(t.token_ids) for t in valid) / n,
+        "tokens/mean": sum(lengths) / n,
         "infra_failures": float(len(trajs) - len(valid)),
     }
     if context_window is not None:
-        out["tokens/past_context"] = sum(len(t.token_ids) > context_window for t in valid) / n
+        out["tokens/past_context"] = sum(length > context_window for length in lengths) / n
     out.update({f"stop/{r.value}": stops.get(r, 0) / max(len(trajs), 1) for r in StopReason})
     return out
 
