@@ -79,7 +79,9 @@ def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) ->
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if trainable and config.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers 5.24 renamed it (the old name warns, then goes in v6)
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable()
         model.config.use_cache = False
     if trainable and config.lora_rank > 0:
         from peft import LoraConfig, get_peft_model

@@ -11,6 +11,7 @@ through one such loop.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,13 @@ def _layers(cache: Any) -> list[Any]:
     return list(cache.layers)
 
 
+def _cache_keyword(model: torch.nn.Module) -> str:
+    """The keyword the model's forward takes its KV cache under: transformers renamed `past_key_values` to
+    `cache` (5.24 warns on the old name and drops it later). A PEFT wrapper forwards keywords to its base model."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+
+
 def _left_pad(x: torch.Tensor, columns: int, dim: int) -> torch.Tensor:
     if columns == 0:
         return x
@@ -103,6 +111,7 @@ class DecodeBatch:
         self.attention: torch.Tensor | None = None
         self.pending: torch.Tensor | None = None
         self.forwards = 0
+        self._cache_keyword = _cache_keyword(model)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -174,7 +183,11 @@ class DecodeBatch:
     def _forward(self, input_ids: torch.Tensor, attention: torch.Tensor, cache: Any) -> torch.Tensor:
         positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
         out = self.model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            **{self._cache_keyword: cache},
         )
         self.forwards += 1
         return out.logits[:, -1, :]

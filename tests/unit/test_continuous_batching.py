@@ -108,3 +108,23 @@ async def test_a_cancelled_request_leaves_the_decoding_loop(model, tiny_tokenize
     while policy.stats.busy_s == 0.0:  # set when the decoding loop has nothing left and returns
         await asyncio.sleep(0.001)
     assert policy.stats.batches < 100 and policy.stats.tokens == 0  # dropped long before its 400 tokens
+
+
+def test_the_cache_goes_under_the_keyword_this_transformers_takes(model):
+    """Under the keyword the installed transformers deprecated, decoding would warn on every call and break
+    once the old name is dropped; through a PEFT wrapper it goes to the base model's keyword too."""
+    import warnings
+
+    from peft import LoraConfig, get_peft_model
+
+    lora = get_peft_model(
+        tiny_qwen2(tiny_qwen2_config(512, hidden_size=64, num_hidden_layers=2), seed=3).eval(),
+        LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]),
+    )
+    for m in (model, lora):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            alone(m, PROMPTS[1], SEEDS[1])
+        assert not [w for w in caught if "deprecated" in str(w.message)], [str(w.message) for w in caught]
+    # LoRA's B starts at zero, so the wrapped model samples exactly what its base does
+    assert alone(lora, PROMPTS[1], SEEDS[1]).token_ids == alone(model, PROMPTS[1], SEEDS[1]).token_ids
