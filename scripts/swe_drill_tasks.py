@@ -40,7 +40,7 @@ def module_text(drill: drills.Drill, expression: str) -> str:
     return f'"""{drill.path}"""\n\n\n{body}'
 
 
-def test_files(drill: drills.Drill) -> tuple[str, str]:
+def tests_for(drill: drills.Drill) -> tuple[str, str]:
     """(visible test, hidden test): the module exists; the module is exactly its fixed text."""
     fixed = module_text(drill, drill.right)
     visible = f"from pathlib import Path\n\n\ndef test_module_exists():\n    assert Path({drill.path!r}).is_file()\n"
@@ -59,7 +59,7 @@ def new_file_diff(path: str, text: str) -> str:
 
 def task(drill: drills.Drill, k: int, repos: Path) -> SweInstance:
     repo = f"agentrl-drills/drill-{k:04d}"
-    visible, hidden = test_files(drill)
+    visible, hidden = tests_for(drill)
     with tempfile.TemporaryDirectory(prefix="agentrl-drill-") as scratch:
         tree = Path(scratch)
         (tree / drill.path).parent.mkdir(parents=True, exist_ok=True)
