@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import tempfile
 from pathlib import Path
 
 from agentrl.scaffolds.swe import bundled, drills
 from agentrl.scaffolds.swe.instances import SweInstance
 from agentrl.scaffolds.swe.repo_build import build_repository
-from agentrl.scaffolds.swe.synthesis import unified_diff
+from agentrl.scaffolds.swe.synthesis import copy_repository, unified_diff
 
 MADE_UP_OPERANDS = 0.5
 VISIBLE = "tests/test_module.py"
@@ -40,9 +39,8 @@ def module_text(drill: drills.Drill, expression: str) -> str:
     return f'"""{drill.path}"""\n\n\n{body}'
 
 
-def tests_for(drill: drills.Drill) -> tuple[str, str]:
-    """(visible test, hidden test): the module exists; the module is exactly its fixed text."""
-    fixed = module_text(drill, drill.right)
+def tests_for(drill: drills.Drill, fixed: str) -> tuple[str, str]:
+    """(visible test, hidden test): the module exists; the module is exactly its `fixed` text."""
     visible = f"from pathlib import Path\n\n\ndef test_module_exists():\n    assert Path({drill.path!r}).is_file()\n"
     hidden = (
         f"from pathlib import Path\n\n\ndef test_fixed():\n    assert Path({drill.path!r}).read_text() == {fixed!r}\n"
@@ -50,20 +48,14 @@ def tests_for(drill: drills.Drill) -> tuple[str, str]:
     return visible, hidden
 
 
-def new_file_diff(path: str, text: str) -> str:
-    """A `git apply`-able diff adding `path` with `text`."""
-    lines = text.splitlines(keepends=True)
-    head = f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-    return head + f"@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines)
-
-
 def task(drill: drills.Drill, k: int, repos: Path) -> SweInstance:
     repo = f"agentrl-drills/drill-{k:04d}"
-    visible, hidden = tests_for(drill)
+    before, after = module_text(drill, drill.wrong), module_text(drill, drill.right)
+    visible, hidden = tests_for(drill, after)
     with tempfile.TemporaryDirectory(prefix="agentrl-drill-") as scratch:
         tree = Path(scratch)
         (tree / drill.path).parent.mkdir(parents=True, exist_ok=True)
-        (tree / drill.path).write_text(module_text(drill, drill.wrong))
+        (tree / drill.path).write_text(before)
         (tree / VISIBLE).parent.mkdir(parents=True, exist_ok=True)
         (tree / VISIBLE).write_text(visible)
         commit = build_repository(tree, repos / repo.replace("/", "__"))
@@ -72,8 +64,8 @@ def task(drill: drills.Drill, k: int, repos: Path) -> SweInstance:
         repo=repo,
         base_commit=commit,
         problem_statement=drill.statement,
-        patch=unified_diff(drill.path, module_text(drill, drill.wrong), module_text(drill, drill.right)),
-        test_patch=new_file_diff(HIDDEN, hidden),
+        patch=unified_diff(drill.path, before, after),
+        test_patch=unified_diff(HIDDEN, "", hidden, new=True),
         fail_to_pass=(f"{HIDDEN}::test_fixed",),
         pass_to_pass=(f"{VISIBLE}::test_module_exists",),
         tier="easy",
@@ -99,8 +91,7 @@ def main() -> None:
             records.append(task(drill, len(records), repos).to_record())
     for instance in bundled.instances():
         if instance.split == "test" and instance.tier == "easy":
-            slug = instance.repo.replace("/", "__")
-            shutil.copytree(bundled.repos_dir() / slug, repos / slug, dirs_exist_ok=True)
+            copy_repository(instance, bundled.repos_dir(), repos)
             records.append(instance.to_record())
     (out / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     print(f"{args.count} drill tasks and {len(records) - args.count} held-out easy tasks: {out / 'tasks.jsonl'}")

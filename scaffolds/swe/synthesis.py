@@ -85,7 +85,7 @@ def synthesize(
             tried += graded
             records += [k.to_record() for k in kept]
         if source.split != "train" or keep_sources:
-            _copy_repository(source, Path(repos_dir), out / "repos")
+            copy_repository(source, Path(repos_dir), out / "repos")
             records.append(source.to_record())
             copied += 1
     tasks_file = out / "tasks.jsonl"
@@ -188,15 +188,15 @@ def _candidate(source: SweInstance, bug: Bug, k: int, tree: Path, out_repos: Pat
     )
 
 
-def unified_diff(path: str, before: str, after: str) -> str:
-    """A `git apply`-able diff of one file."""
-    body = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3
-    )
-    return f"diff --git a/{path} b/{path}\n" + "".join(body)
+def unified_diff(path: str, before: str, after: str, *, new: bool = False) -> str:
+    """A `git apply`-able diff of one file; `new`: the file does not exist before (`before` is then empty)."""
+    source = "/dev/null" if new else f"a/{path}"
+    body = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), source, f"b/{path}")
+    return f"diff --git a/{path} b/{path}\n" + ("new file mode 100644\n" if new else "") + "".join(body)
 
 
-def _copy_repository(instance: SweInstance, repos_dir: Path, out_repos: Path) -> None:
+def copy_repository(instance: SweInstance, repos_dir: Path, out_repos: Path) -> None:
+    """Copy `instance`'s repository (a clone or a tarball) from `repos_dir` into `out_repos`, unless it is there."""
     slug = instance.repo.replace("/", "__")
     for name in (slug, f"{instance.instance_id}.tar.gz", f"{slug}.tar.gz"):
         source, target = repos_dir / name, out_repos / name
