@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config_io import ConfigError, dump_toml, field_docs, from_dict, load_dataclass, to_dict
-from agentrl.tool_server_config import ToolServerConfig
+from agentrl.toolserver.config import ToolServerConfig
 
 __all__ = [
     "ConfigError",
@@ -118,10 +118,10 @@ class RolloutConfig:
 
     @property
     def branch_rule(self) -> Any:
-        """The `agentrl.branching.BranchRule` of these settings, or None without branching."""
+        """The `agentrl.rollout.branching.BranchRule` of these settings, or None without branching."""
         if self.branching == "none":
             return None
-        from agentrl.branching import BranchRule
+        from agentrl.rollout.branching import BranchRule
 
         m = self.branch_initial_rollouts or max(1, self.samples_per_prompt // 2)
         return BranchRule(

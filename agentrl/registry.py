@@ -57,13 +57,13 @@ TOOLSETS = {
     "lookup": "agentrl.scaffolds.search.tools:lookup",
     "terminal_tasks": "agentrl.scaffolds.terminal.workspace:TaskWorkspace",
 }
-ADVANTAGES = "agentrl.advantages:ADVANTAGE_ESTIMATORS"
-LOSSES = "agentrl.losses:POLICY_LOSSES"
+ADVANTAGES = "agentrl.credit.advantages:ADVANTAGE_ESTIMATORS"
+LOSSES = "agentrl.train.losses:POLICY_LOSSES"
 CREDIT = {
-    "trajectory": "agentrl.credit:trajectory_credit",
-    "igpo": "agentrl.turn_credit:igpo_credit",
-    "gigpo": "agentrl.step_groups:gigpo_credit",
-    "hgpo": "agentrl.step_groups:hgpo_credit",
+    "trajectory": "agentrl.credit.assign:trajectory_credit",
+    "igpo": "agentrl.credit.igpo:igpo_credit",
+    "gigpo": "agentrl.credit.gigpo:gigpo_credit",
+    "hgpo": "agentrl.credit.gigpo:hgpo_credit",
 }
 
 _TABLES = {

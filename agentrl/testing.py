@@ -67,7 +67,7 @@ def serve_in_thread(app: Any, *, port: int = 0, startup_timeout_s: float = 10.0)
     """
     import uvicorn
 
-    from agentrl.tool_server import KEEP_ALIVE_S
+    from agentrl.toolserver.app import KEEP_ALIVE_S
 
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and Nagle's algorithm
     # would add ~40 ms to every request.

@@ -26,19 +26,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrl.checkpoint import TrainerState, latest_checkpoint, load_carried, load_checkpoint, save_checkpoint
 from agentrl.config import ConfigError, RunConfig, dump_toml, load_config
-from agentrl.credit import assign_credit
-from agentrl.learner import Learner
-from agentrl.metrics import MetricsLogger
-from agentrl.partial_rollouts import PartialRollouts
+from agentrl.credit.assign import assign_credit
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
-from agentrl.progress import RolloutProgress, TrainProgress
 from agentrl.registry import load_scaffold
 from agentrl.reward import RewardStack
-from agentrl.rollout import collect_groups
+from agentrl.rollout.collect import collect_groups
+from agentrl.rollout.partial import PartialRollouts
+from agentrl.runlog.metrics import MetricsLogger
+from agentrl.runlog.progress import RolloutProgress, TrainProgress
 from agentrl.tasks import select_tiers
-from agentrl.tool_client import ToolClient
+from agentrl.toolserver.client import ToolClient
+from agentrl.train.checkpoint import TrainerState, latest_checkpoint, load_carried, load_checkpoint, save_checkpoint
+from agentrl.train.learner import Learner
 from agentrl.types import StopReason, TrajectoryGroup, trajectory_to_json
 
 
@@ -327,7 +327,7 @@ class Trainer:
         cfg = self.config
         if cfg.tool_servers:
             return ToolClient(list(cfg.tool_servers), token=cfg.tool_server_token)
-        from agentrl.tool_server import create_app
+        from agentrl.toolserver.app import create_app
 
         return ToolClient(app=create_app(list(self.scaffold.toolsets()), config=cfg.tool_server))
 

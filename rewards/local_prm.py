@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from agentrl.rewards.judge_prm import render_action, render_next_state
 
-from agentrl.microbatch import Microbatcher
+from agentrl.policy.request_merger import RequestMerger
 from agentrl.reward import Reward
 from agentrl.types import Task, Trajectory, Turn
 
@@ -71,7 +71,7 @@ class LocalPRM:
         self.stats = PRMStats()
         self._model: Any = None
         self._tokenizer: Any = None
-        self._batches = Microbatcher(self.score_texts, self.batch_wait_s)
+        self._batches = RequestMerger(self.score_texts, self.batch_wait_s)
 
     def as_reward(self) -> Reward:
         return Reward(fn=self.turn_values, name=self.name, level="turns", inputs=("task", "trajectory"))

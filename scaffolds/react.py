@@ -4,7 +4,7 @@ One episode: render the system and user messages with the policy's chat template
   policy turn → parse `<tool_call>` blocks → run the calls (concurrently) → append the results
 until a turn without tool calls (the answer), the turn limit, the token budget, or too many consecutive
 malformed turns. The ids the policy sampled are kept as they are; everything appended between turns is the
-template's rendering of the new messages, tokenized as a delta and loss-masked (see `agentrl/chat.py`).
+template's rendering of the new messages, tokenized as a delta and loss-masked (see `agentrl/rollout/chat.py`).
 Malformed markup never raises: the model is told what was wrong in a user message and may try again.
 """
 
@@ -17,9 +17,9 @@ import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from agentrl.chat import ChatRenderer, ParsedTurn, assistant_message, parse_tool_calls
 from agentrl.config import RolloutConfig
 from agentrl.protocols import Policy, SamplingParams, ToolBackend, ToolSession
+from agentrl.rollout.chat import ChatRenderer, ParsedTurn, assistant_message, parse_tool_calls
 from agentrl.tool import collect_tools
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
 
@@ -175,7 +175,7 @@ class ReactScaffold:
 async def _open_session(
     scaffold: ReactScaffold, task: Task, tools: ToolBackend, names: Sequence[str] | None
 ) -> ToolSession:
-    from agentrl.tool_client import ToolServerError
+    from agentrl.toolserver.client import ToolServerError
 
     try:
         return await scaffold.open_episode(task, tools, names)
@@ -184,7 +184,7 @@ async def _open_session(
 
 
 async def _finish_episode(scaffold: ReactScaffold, task: Task, session: ToolSession) -> dict[str, float]:
-    from agentrl.tool_client import ToolServerError
+    from agentrl.toolserver.client import ToolServerError
 
     try:
         return dict(await scaffold.finish_episode(task, session))
@@ -280,7 +280,7 @@ class _Episode:
         return StopReason.MAX_TURNS, None
 
     async def _call_tools(self, session: ToolSession, calls: Sequence[ToolCall]) -> list[ToolResult]:
-        from agentrl.tool_client import ToolServerError
+        from agentrl.toolserver.client import ToolServerError
 
         try:
             return list(await asyncio.gather(*(session.call(c) for c in calls)))

@@ -23,8 +23,8 @@ from agentrl.scaffolds.gui.app_server import app_server
 from agentrl.tools.gui import Browser
 
 from agentrl.testing import serve_in_thread
-from agentrl.tool_client import ToolClient
-from agentrl.tool_server import create_app
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient
 from agentrl.types import ToolCall
 
 # Numbers of the settings page's elements in its outline.

@@ -50,7 +50,7 @@ def train_command(arm: str, seed: int, args: argparse.Namespace) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "agentrl.cli",
+        "agentrl.cli.app",
         "train",
         "--scaffold",
         "search",
@@ -72,7 +72,7 @@ def train_command(arm: str, seed: int, args: argparse.Namespace) -> list[str]:
 
 def summarise(run_dir: Path) -> dict[str, Any]:
     """One run's numbers: held-out success per eval step and the mean per-step costs of its training steps."""
-    from agentrl.metrics import read_metrics
+    from agentrl.runlog.metrics import read_metrics
 
     records = read_metrics(run_dir)
     trained = [r for r in records if "time/step_s" in r]

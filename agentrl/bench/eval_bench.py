@@ -21,7 +21,18 @@ from agentrl.bench.local_server import free_port, start_server
 
 
 def _start_server(model: str, port: int) -> subprocess.Popen:
-    command = [sys.executable, "-m", "agentrl.cli", "serve", "--model", model, "--port", str(port), "--device", "cpu"]
+    command = [
+        sys.executable,
+        "-m",
+        "agentrl.cli.app",
+        "serve",
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+    ]
     return start_server(command, port, timeout_s=120)
 
 

@@ -25,8 +25,8 @@ OBSERVATION = "<tool_response>\n42\n</tool_response>"
 
 
 def _prompts(tokenizer: Any, n: int) -> list[list[int]]:
-    from agentrl.chat import ChatRenderer
     from agentrl.registry import load_scaffold
+    from agentrl.rollout.chat import ChatRenderer
     from agentrl.tool import collect_tools
 
     scaffold = load_scaffold("code")

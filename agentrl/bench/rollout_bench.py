@@ -208,7 +208,7 @@ def ideal_s(costs: list[list[tuple[int, float]]], sim: SimConfig) -> float:
 def bench_turns(tool_turns: int, *, tasks: int, samples: int, sim: SimConfig, tokenizer: Any, seed: int = 0):
     """Run the engine for one turn count on a fresh virtual clock; return its row of the table."""
     from agentrl.config import RolloutConfig
-    from agentrl.rollout import collect_groups
+    from agentrl.rollout.collect import collect_groups
     from agentrl.scaffolds.react import ReactScaffold
     from agentrl.types import Task
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from agentrl.bench.local_server import free_port, start_server
 from agentrl.tool import tool
-from agentrl.tool_client import ToolClient
+from agentrl.toolserver.client import ToolClient
 from agentrl.types import ToolCall
 
 TARGETS = {"p50_ms": 15.0, "calls_per_s": 150.0, "speedup_vs_baseline": 5.0, "fork_p50_ms": 50.0}
@@ -159,7 +159,7 @@ async def _forks(client: ToolClient, count: int) -> dict[str, float]:
 def _start_server(port: int) -> subprocess.Popen:
     specs = ["code", "terminal", "files", f"{__name__}:FreshProcessPython"]
     code = (
-        "from agentrl.registry import TOOLSETS; from agentrl.tool_server import serve\n"
+        "from agentrl.registry import TOOLSETS; from agentrl.toolserver.app import serve\n"
         f"serve([TOOLSETS.get(s, s) for s in {specs!r}], port={port}, log_level='warning')"
     )
     return start_server([sys.executable, "-c", code], port, timeout_s=30)

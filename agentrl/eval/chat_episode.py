@@ -17,8 +17,8 @@ import asyncio
 import json
 from typing import Any
 
-from agentrl.chat import ParsedTurn
 from agentrl.config import RolloutConfig
+from agentrl.rollout.chat import ParsedTurn
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
 
 

@@ -25,7 +25,7 @@ from agentrl.config import EvalRunConfig, PolicyConfig, RolloutConfig
 from agentrl.eval.results import EvalRecord, ResultsStore, token_counts
 from agentrl.eval.summary import summarize, table, write_summary
 from agentrl.protocols import SamplingParams
-from agentrl.rollout import infra_failure, trajectory_seed
+from agentrl.rollout.collect import infra_failure, trajectory_seed
 from agentrl.tasks import select_tiers
 from agentrl.types import Task, Trajectory
 
@@ -131,8 +131,8 @@ async def evaluate(config: EvalRunConfig) -> EvalOutcome:
     """Evaluate, append to the results file, and summarize everything it holds."""
     from agentrl.registry import load_scaffold
     from agentrl.reward import RewardStack
-    from agentrl.tool_client import ToolClient
-    from agentrl.tool_server import create_app
+    from agentrl.toolserver.app import create_app
+    from agentrl.toolserver.client import ToolClient
 
     mode = transport(config)
     default_tokens = NATIVE_MAX_NEW_TOKENS if mode == "native" else RolloutConfig.max_new_tokens_per_turn

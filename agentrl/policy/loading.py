@@ -23,7 +23,7 @@ def resolve_model_path(name: str) -> str:
         if not (SHIPPED[name] / "config.json").exists():
             raise FileNotFoundError(
                 f"the shipped {name} policy is missing from {SHIPPED[name]}; rebuild it with "
-                "`python scripts/build_tiny_policy.py`"
+                "`python -m agentrl.tiny.build`"
             )
         return str(SHIPPED[name])
     return name

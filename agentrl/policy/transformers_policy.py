@@ -2,7 +2,7 @@
 
 Every trajectory calls `await policy.generate(prompt_ids, params)` on its own. Generation is continuously
 batched: one KV-cached decoding loop serves every live request, a request that arrives while it runs is
-prefilled and joins at the next step, and a finished row leaves at once (`agentrl/policy/sampler.py`). So
+prefilled and joins at the next step, and a finished row leaves at once (`agentrl/policy/decode_loop.py`). So
 hundreds of concurrent trajectories share forward passes without waiting for one another at turn boundaries.
 The loop runs in a worker thread, so tool calls of other trajectories proceed on the event loop meanwhile.
 `continuous=False` admits new requests only when the loop is empty (static batches, for comparison).
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.microbatch import Microbatcher
-from agentrl.policy.sampler import DecodeBatch, RowResult
+from agentrl.policy.decode_loop import DecodeLoop, RowResult
+from agentrl.policy.request_merger import RequestMerger
 from agentrl.protocols import SamplingParams
 from agentrl.types import Completion
 
@@ -114,7 +114,7 @@ class TransformersPolicy:
         self._pad = pad if pad is not None else next(iter(self._eos))
         self._seed_counter = 0
         self.score_stats = ScoreStats()
-        self._scores = Microbatcher(self._score_rows, self.batch_wait_s)
+        self._scores = RequestMerger(self._score_rows, self.batch_wait_s)
 
     async def score_continuations(
         self, prefixes: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]
@@ -200,7 +200,7 @@ class TransformersPolicy:
             tail = decode(ids[-8:], skip_special_tokens=False)
             return any(tail.endswith(s) for s in params.stop)
 
-        batch = DecodeBatch(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
+        batch = DecodeLoop(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
         was_training = self.model.training
         self.model.eval()
         started = time.perf_counter()
@@ -225,7 +225,7 @@ class TransformersPolicy:
                 except Exception as e:  # a failed step fails the requests in it, not the worker
                     for request in joining + [row.key for row in batch.rows]:
                         request.loop.call_soon_threadsafe(_settle, request.future, None, e)
-                    batch = DecodeBatch(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
+                    batch = DecodeLoop(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
         finally:
             self.model.train(was_training)
             self.stats.busy_s += time.perf_counter() - started

@@ -163,6 +163,6 @@ def serve_model(
     import uvicorn
 
     service = build_service(model, record=record, record_dir=record_dir, device=device)
-    from agentrl.tool_server import KEEP_ALIVE_S
+    from agentrl.toolserver.app import KEEP_ALIVE_S
 
     uvicorn.run(create_app(service), host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)

@@ -1,7 +1,7 @@
 """`/v1/chat/completions` and `/v1/completions` over a local policy, token-exact with the training template.
 
 Chat requests are rendered with the checkpoint's chat template exactly as a scaffold renders its episodes
-(`agentrl.chat.ChatRenderer`, tool schemas included), sampled by the in-process policy (which batches
+(`agentrl.rollout.chat.ChatRenderer`, tool schemas included), sampled by the in-process policy (which batches
 concurrent requests), and the sampled text is parsed for `<tool_call>` markup into OpenAI `tool_calls`. Each
 response also carries the prompt and sampled token ids (`agentrl` field) so that nothing downstream has to
 re-tokenize. In gateway mode the prompt comes from the session recorder instead (see `recorder.py`).
@@ -24,8 +24,8 @@ import time
 import uuid
 from typing import Any
 
-from agentrl.chat import ChatRenderer, parse_tool_calls
 from agentrl.protocols import SamplingParams
+from agentrl.rollout.chat import ChatRenderer, parse_tool_calls
 from agentrl.serve.messages import reply_message, template_message, template_messages
 from agentrl.serve.recorder import SessionRecorder
 from agentrl.serve.sampling import RequestError, choices_of, sampling_params

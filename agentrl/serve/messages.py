@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentrl.chat import ParsedTurn
+from agentrl.rollout.chat import ParsedTurn
 
 
 def content_text(content: Any) -> str:

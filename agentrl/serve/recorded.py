@@ -114,8 +114,8 @@ def train_recorded_step(
     allow_history_mismatch: bool = False,
 ) -> dict[str, Any]:
     """One learner step on recorded episodes: groups → credit → `Learner.update`; returns metrics and report."""
-    from agentrl.credit import assign_credit
-    from agentrl.learner import Learner
+    from agentrl.credit.assign import assign_credit
+    from agentrl.train.learner import Learner
 
     config = config or TrainerConfig()
     groups, report = recorded_groups(episodes, allow_history_mismatch=allow_history_mismatch)
@@ -148,8 +148,8 @@ def train_recorded(
 ) -> list[dict[str, Any]]:
     """The body of `agentrl train-recorded`: learner steps on a gateway's recorded sessions, then save."""
     from agentrl.config import PolicyConfig
-    from agentrl.learner import Learner
     from agentrl.policy import load_model_and_tokenizer
+    from agentrl.train.learner import Learner
 
     config = config or TrainerConfig()
     episodes = load_recorded(source)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentrl.chat import ChatRenderer
+from agentrl.rollout.chat import ChatRenderer
 from agentrl.serve.messages import canonical
 from agentrl.types import Completion, StopReason, ToolCall, Trajectory, Turn
 

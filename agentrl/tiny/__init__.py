@@ -5,7 +5,7 @@
 scaffolds (it copies names, labels and paths it never saw, at some cost on code and search); `SWE_POLICY_DIR`
 (`--model tiny-swe`) continued from that through SWE drills with made-up operands and drills that retry after a
 failed edit (worse on the terminal tier, the start of RL on the SWE easy tier). All three are directories
-(`config.json`, `model.safetensors`, `tokenizer.json`, ...) that `scripts/build_tiny_policy.py` rebuilds; load
+(`config.json`, `model.safetensors`, `tokenizer.json`, ...) that `python -m agentrl.tiny.build` rebuilds; load
 them with `AutoModelForCausalLM.from_pretrained` and `agentrl.policy.loading.load_tokenizer` (transformers would
 swap in Qwen2's digit handling).
 """

@@ -88,7 +88,7 @@ class GuiScaffold(ReactScaffold):
     async def run(
         self, task: Task, policy: Policy, tools: ToolBackend, *, group_id: str, trajectory_id: str, **options: Any
     ) -> Trajectory:
-        from agentrl.tool_client import ToolServerError
+        from agentrl.toolserver.client import ToolServerError
 
         try:
             session, page = await self._start(task, tools, self.tool_names(task))
@@ -122,7 +122,7 @@ class GuiScaffold(ReactScaffold):
         self, task: Task, tools: ToolBackend, names: Sequence[str] | None
     ) -> tuple[EpisodeSession, ToolResult]:
         """A new episode's session, on the task's start page, and that page as the tool returned it."""
-        from agentrl.tool_client import ToolServerError
+        from agentrl.toolserver.client import ToolServerError
 
         server = app_server()
         async with _start_slot():
@@ -152,7 +152,7 @@ class EpisodeSession:
         return await self.inner.call(call)
 
     async def fork(self) -> EpisodeSession:
-        from agentrl.tool_client import ToolServerError
+        from agentrl.toolserver.client import ToolServerError
 
         server = app_server()
         forked = EpisodeSession(await self.inner.fork(), server.fork_episode(self.key))

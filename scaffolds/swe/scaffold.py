@@ -119,7 +119,7 @@ class SweScaffold(ReactScaffold):
     async def open_episode(self, task: Task, tools: ToolBackend, names: Sequence[str] | None) -> ToolSession:
         """A session whose workspace holds the repository at the base commit (the model's tools plus the hidden
         setup and diff tools, which the model is never shown)."""
-        from agentrl.tool_client import ToolServerError
+        from agentrl.toolserver.client import ToolServerError
 
         instance = SweInstance.from_task(task)
         session = await tools.open_session([*(names or MODEL_TOOLS), *HIDDEN_TOOLS])
@@ -137,7 +137,7 @@ class SweScaffold(ReactScaffold):
 
     async def finish_episode(self, task: Task, session: ToolSession) -> dict[str, float]:
         """Read the submission and grade it; raises `ToolServerError` when the infrastructure failed."""
-        from agentrl.tool_client import ToolServerError
+        from agentrl.toolserver.client import ToolServerError
 
         result = await session.call(ToolCall(_call_id("diff"), "swe_diff", {}))
         if result.is_error:

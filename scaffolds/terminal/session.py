@@ -41,7 +41,7 @@ class TaskSession:
 
     async def setup(self, files: dict[str, str], commands: str = "") -> None:
         """Materialise the task's files; a failure is the infrastructure's (the task never reached the model)."""
-        from agentrl.tool_client import ToolServerError
+        from agentrl.toolserver.client import ToolServerError
 
         result = await self._own_call(SETUP_TOOL, {"files": files, "commands": commands})
         if result.is_error:
@@ -49,7 +49,7 @@ class TaskSession:
 
     async def check(self, code: str) -> tuple[bool, str]:
         """Run the checker in the workspace as it is now: (passed, the checker's report)."""
-        from agentrl.tool_client import ToolServerError
+        from agentrl.toolserver.client import ToolServerError
 
         result = await self._own_call(CHECK_TOOL, {"code": code})
         if result.is_error:  # the checker itself could not run (sandbox gone, server timeout)

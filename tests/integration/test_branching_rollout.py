@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 from agentrl.scaffolds.react import ReactScaffold
 
-from agentrl.branching import BranchRule
 from agentrl.config import RolloutConfig
-from agentrl.progress import RolloutProgress
-from agentrl.rollout import BranchingCollector, collect_groups, trajectory_seed
+from agentrl.rollout.branching import BranchRule
+from agentrl.rollout.collect import BranchingCollector, collect_groups, trajectory_seed
+from agentrl.runlog.progress import RolloutProgress
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.testing import ScriptedPolicy, echo, serve_in_thread
 from agentrl.tool import tool
-from agentrl.tool_client import ToolClient
-from agentrl.tool_server import create_app
-from agentrl.tool_server_config import ToolServerConfig
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient
+from agentrl.toolserver.config import ToolServerConfig
 from agentrl.types import StopReason, Task
 
 pytestmark = pytest.mark.integration

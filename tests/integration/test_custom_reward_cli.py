@@ -41,7 +41,7 @@ def test_custom_reward_from_a_user_file_by_dotted_path(tmp_path):
         "eval.every_steps=0", "progress=false", "tensorboard=false", f"output_dir={tmp_path}", "name=run",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run([sys.executable, "-m", "agentrl.cli", "train", *args], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-m", "agentrl.cli.app", "train", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from agentrl.sandbox.config import SandboxConfig
-from agentrl.tool_client import ToolClient, ToolServerError
-from agentrl.tool_server import create_app
-from agentrl.tool_server_config import ToolServerConfig
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient, ToolServerError
+from agentrl.toolserver.config import ToolServerConfig
 from agentrl.types import ToolCall
 
 pytestmark = pytest.mark.integration

@@ -132,7 +132,7 @@ async def test_retries_rate_limits_but_not_server_errors(tiny_tokenizer, tmp_pat
 def test_eval_command_prints_the_table_and_writes_results(tiny_url, tmp_path):
     from typer.testing import CliRunner
 
-    from agentrl.cli import app
+    from agentrl.cli.app import app
 
     out = tmp_path / "cli.jsonl"
     result = CliRunner().invoke(

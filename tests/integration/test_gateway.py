@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from agentrl.chat import ChatRenderer, template_mismatch
+from agentrl.rollout.chat import ChatRenderer, template_mismatch
 from agentrl.serve.app import build_service, create_app
 from agentrl.serve.chat_completions import ChatService
 from agentrl.serve.recorded import load_recorded, recorded_groups, train_recorded_step
@@ -194,7 +194,7 @@ async def test_openai_agents_sdk_tool_task_through_the_gateway_trains_one_step(t
     # the same sessions from the command line, into a checkpoint that loads and serves again
     from typer.testing import CliRunner
 
-    from agentrl.cli import app
+    from agentrl.cli.app import app
 
     result = CliRunner().invoke(app, ["train-recorded", str(tmp_path / "rec"), "--output", str(tmp_path / "ckpt")])
     assert result.exit_code == 0, result.output

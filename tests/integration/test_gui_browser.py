@@ -24,8 +24,8 @@ from agentrl.scaffolds.gui.app_server import app_server  # noqa: E402
 from agentrl.tools.gui import Browser, ScreenshotBrowser  # noqa: E402
 from agentrl.tools.gui.launcher import SharedBrowser  # noqa: E402
 
-from agentrl.tool_client import ToolClient  # noqa: E402
-from agentrl.tool_server import create_app  # noqa: E402
+from agentrl.toolserver.app import create_app  # noqa: E402
+from agentrl.toolserver.client import ToolClient  # noqa: E402
 from agentrl.types import ToolCall  # noqa: E402
 
 

@@ -29,8 +29,8 @@ from agentrl.tools.gui.launcher import SharedBrowser  # noqa: E402
 from agentrl.registry import load_scaffold, resolve  # noqa: E402
 from agentrl.reward import RewardStack  # noqa: E402
 from agentrl.testing import ScriptedPolicy, serve_in_thread  # noqa: E402
-from agentrl.tool_client import ToolClient  # noqa: E402
-from agentrl.tool_server import create_app  # noqa: E402
+from agentrl.toolserver.app import create_app  # noqa: E402
+from agentrl.toolserver.client import ToolClient  # noqa: E402
 from agentrl.types import StopReason, ToolCall, Trajectory  # noqa: E402
 
 CONCURRENT_EPISODES = 6

@@ -10,14 +10,14 @@ import json
 import pytest
 from agentrl.scaffolds.react import ReactScaffold
 
-from agentrl.checkpoint import TrainerState
 from agentrl.config import RolloutConfig, load_config
-from agentrl.partial_rollouts import PartialRollouts
-from agentrl.progress import RolloutProgress
+from agentrl.rollout.partial import PartialRollouts
+from agentrl.runlog.progress import RolloutProgress
 from agentrl.testing import ScriptedPolicy
 from agentrl.tool import tool
-from agentrl.tool_client import ToolClient
-from agentrl.tool_server import create_app
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient
+from agentrl.train.checkpoint import TrainerState
 from agentrl.trainer import Trainer
 from agentrl.types import StopReason, Task
 

@@ -6,11 +6,11 @@ import json
 import pytest
 from agentrl.scaffolds.react import ReactScaffold
 
-from agentrl.chat import ChatRenderer, template_mismatch
 from agentrl.config import RolloutConfig
+from agentrl.rollout.chat import ChatRenderer, template_mismatch
 from agentrl.testing import ECHO_STAMP, ScriptedPolicy, echo, serve_in_thread
-from agentrl.tool_client import ToolClient
-from agentrl.tool_server import create_app
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient
 from agentrl.types import StopReason, Task
 
 pytestmark = pytest.mark.integration

@@ -13,9 +13,9 @@ import pytest
 
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.sandbox.processes import alive
-from agentrl.tool_client import ToolClient, ToolServerUnavailable
-from agentrl.tool_server import create_app
-from agentrl.tool_server_config import ToolServerConfig
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient, ToolServerUnavailable
+from agentrl.toolserver.config import ToolServerConfig
 from agentrl.types import ToolCall
 
 pytestmark = pytest.mark.integration

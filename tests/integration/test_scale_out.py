@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentrl.tool_client import HTTPToolSession, SessionNotFound, ToolClient, ToolServerUnavailable
+from agentrl.toolserver.client import HTTPToolSession, SessionNotFound, ToolClient, ToolServerUnavailable
 from agentrl.types import ToolCall
 
 pytestmark = pytest.mark.integration
@@ -61,7 +61,7 @@ class Servers:
 
     def start(self, index: int) -> None:
         port = self.urls[index].rsplit(":", 1)[1]
-        command = [sys.executable, "-m", "agentrl.cli", "serve-tools", "--tools", "scale_out_tools:Ledger"]
+        command = [sys.executable, "-m", "agentrl.cli.app", "serve-tools", "--tools", "scale_out_tools:Ledger"]
         self.processes[index] = subprocess.Popen(
             [*command, "--port", port], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -206,7 +206,7 @@ async def test_retried_call_runs_once(servers: Servers) -> None:
 def test_serve_tools_replicas(env: dict[str, str], tmp_path: Path) -> None:
     port = consecutive_free_ports(2)
     output = tmp_path / "replicas.out"
-    command = [sys.executable, "-m", "agentrl.cli", "serve-tools", "--tools", "scale_out_tools:Ledger"]
+    command = [sys.executable, "-m", "agentrl.cli.app", "serve-tools", "--tools", "scale_out_tools:Ledger"]
     with output.open("wb") as sink:
         parent = subprocess.Popen(
             [*command, "--port", str(port), "--replicas", "2", "--set", "max_sessions=1"],

@@ -13,8 +13,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from agentrl.testing import serve_in_thread
-from agentrl.tool_client import ToolClient, ToolServerError
-from agentrl.tool_server import create_app
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient, ToolServerError
 from agentrl.types import ToolCall
 
 pytestmark = pytest.mark.integration

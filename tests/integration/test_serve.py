@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from agentrl.chat import ChatRenderer, parse_tool_calls
 from agentrl.protocols import SamplingParams
+from agentrl.rollout.chat import ChatRenderer, parse_tool_calls
 from agentrl.serve.app import build_service, create_app
 from agentrl.serve.chat_completions import ChatService
 from agentrl.testing import ScriptedPolicy, serve_in_thread

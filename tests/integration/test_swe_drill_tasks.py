@@ -1,11 +1,9 @@
-"""scripts/swe_drill_tasks.py: drawn drills written as SWE-bench tasks, graded afresh in sandboxes."""
+"""agentrl/tiny/build/swe_drill_tasks.py: drawn drills written as SWE-bench tasks, graded afresh in sandboxes."""
 
 import asyncio
-import importlib.util
 import io
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 from agentrl.scaffolds.swe.grading import grade_many
@@ -14,14 +12,11 @@ from agentrl.scaffolds.swe.synthesis import PROBE_PATCH
 
 pytestmark = pytest.mark.integration
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "swe_drill_tasks.py"
-
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("swe_drill_tasks", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from agentrl.tiny.build import swe_drill_tasks as script
+
     out = tmp_path_factory.mktemp("drills")
     argv = sys.argv
     sys.argv = ["swe_drill_tasks.py", "--out", str(out), "--count", "5", "--seed", "4"]

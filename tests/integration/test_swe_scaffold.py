@@ -11,14 +11,14 @@ from agentrl.scaffolds.swe.patches import changed_lines
 from fastapi import FastAPI
 from typer.testing import CliRunner
 
-from agentrl.cli import app as cli_app
+from agentrl.cli.app import app as cli_app
 from agentrl.config import EvalRunConfig, RolloutConfig
 from agentrl.eval.runner import evaluate
 from agentrl.reward import RewardStack
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.testing import ScriptedPolicy, serve_in_thread
-from agentrl.tool_client import ToolClient
-from agentrl.tool_server import create_app
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient
 from agentrl.types import StopReason
 
 pytestmark = pytest.mark.integration

@@ -13,12 +13,12 @@ from agentrl.scaffolds.swe.instances import SweInstance, load_instances, reposit
 from agentrl.scaffolds.swe.synthesis import PROBE_PATCH, synthesize
 from typer.testing import CliRunner
 
-from agentrl.cli import app as cli_app
+from agentrl.cli.app import app as cli_app
 from agentrl.config import RolloutConfig
 from agentrl.reward import RewardStack
 from agentrl.testing import ScriptedPolicy
-from agentrl.tool_client import ToolClient
-from agentrl.tool_server import create_app
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient
 from agentrl.types import StopReason
 
 pytestmark = pytest.mark.integration

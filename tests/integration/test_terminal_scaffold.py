@@ -22,9 +22,9 @@ from agentrl.config import RolloutConfig
 from agentrl.reward import RewardStack
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.testing import ScriptedPolicy, scripted_chat_app, serve_in_thread
-from agentrl.tool_client import ToolClient
-from agentrl.tool_server import create_app
-from agentrl.tool_server_config import ToolServerConfig
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient
+from agentrl.toolserver.config import ToolServerConfig
 from agentrl.types import StopReason, ToolCall
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from agentrl.testing import ECHO_STAMP, metric_value, serve_in_thread
-from agentrl.tool_client import ToolClient, ToolServerError, ToolServerUnavailable
-from agentrl.tool_server import create_app
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import ToolClient, ToolServerError, ToolServerUnavailable
 from agentrl.types import ToolCall
 
 pytestmark = pytest.mark.integration
@@ -168,7 +168,9 @@ async def test_call_retry_after_lost_response_keeps_call_id(server_url: str) -> 
 async def test_serve_in_a_subprocess() -> None:
     port = free_port()
     toolsets = ["agentrl.testing", "agentrl.testing:Counter"]
-    code = f"from agentrl.tool_server import serve; serve({toolsets!r}, port={port}, token='tok', log_level='warning')"
+    code = (
+        f"from agentrl.toolserver.app import serve; serve({toolsets!r}, port={port}, token='tok', log_level='warning')"
+    )
     process = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
     try:
         async with ToolClient(f"http://127.0.0.1:{port}", token="tok", retries=8, backoff_s=0.1) as tools:

@@ -10,8 +10,8 @@ import pytest
 
 from agentrl.testing import ECHO_STAMP, Counter, metric_value, serve_in_thread
 from agentrl.tool import tool
-from agentrl.tool_client import SessionNotFound, ToolClient, ToolServerError
-from agentrl.tool_server import create_app
+from agentrl.toolserver.app import create_app
+from agentrl.toolserver.client import SessionNotFound, ToolClient, ToolServerError
 from agentrl.types import ToolCall
 
 pytestmark = pytest.mark.integration

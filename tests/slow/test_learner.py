@@ -9,8 +9,8 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentrl.config import TrainerConfig
-from agentrl.learner import Learner
-from agentrl.train_batch import TrainSample, plan_microbatches, split_minibatches
+from agentrl.train.learner import Learner
+from agentrl.train.samples import TrainSample, plan_microbatches, split_minibatches
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""A few real SFT steps with `agentrl.sft` on a freshly initialised tiny model."""
+"""A few real SFT steps with `agentrl.train.sft` on a freshly initialised tiny model."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from agentrl.scaffolds.code import tasks as code_tasks
 from agentrl.scaffolds.search import expert as search_expert
 from agentrl.scaffolds.search import tasks as search_tasks
 
-from agentrl.sft import run_sft
 from agentrl.tiny.model import tiny_qwen2, tiny_qwen2_config
 from agentrl.tiny.tokenizer import render, train_tokenizer
+from agentrl.train.sft import run_sft
 
 pytestmark = pytest.mark.slow
 
@@ -71,11 +71,11 @@ def test_sft_stops_once_the_loss_falls_below_the_threshold(tmp_path):
 def test_sft_command_fine_tunes_a_shipped_tiny_policy_on_context_only_turns(tmp_path):
     import json
 
-    from agentrl.scaffolds.swe import drills as swe_drills
     from typer.testing import CliRunner
 
-    from agentrl.cli import app
+    from agentrl.cli.app import app
     from agentrl.policy.loading import load_tokenizer
+    from agentrl.tiny.build import swe_drills
 
     rng = random.Random(0)
     data = tmp_path / "retries.jsonl"

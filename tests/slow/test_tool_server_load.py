@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from agentrl.sandbox.processes import alive, descendants
-from agentrl.tool_client import ToolClient
+from agentrl.toolserver.client import ToolClient
 from agentrl.types import ToolCall
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ def server():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "agentrl.cli", "serve-tools", "--tools", "code", "--port", str(port)]
+    command = [sys.executable, "-m", "agentrl.cli.app", "serve-tools", "--tools", "code", "--port", str(port)]
     for setting in (f"sandbox.root_dir={root}", "sandbox.call_timeout_s=20", "max_sessions=400"):
         command += ["--set", setting]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)

@@ -40,7 +40,7 @@ def test_a_few_steps_change_parameters_and_keep_the_loss_finite(tmp_path):
 
 
 def _train_cmd(*args):
-    return [sys.executable, "-m", "agentrl.cli", "train", *args]
+    return [sys.executable, "-m", "agentrl.cli.app", "train", *args]
 
 
 def test_killed_run_resumes_from_its_checkpoint(tmp_path):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from agentrl.advantages import ADVANTAGE_ESTIMATORS, dr_grpo, grpo, lite_ppo, register_advantage, rloo
+from agentrl.credit.advantages import ADVANTAGE_ESTIMATORS, dr_grpo, grpo, lite_ppo, register_advantage, rloo
 from agentrl.registry import resolve
 
 pytestmark = pytest.mark.unit
@@ -20,7 +20,7 @@ def idx(values):
 def test_registry_names_and_resolution():
     assert {"grpo", "dr_grpo", "rloo", "lite_ppo"} <= set(ADVANTAGE_ESTIMATORS)
     assert resolve("advantage", "rloo") is rloo
-    assert resolve("advantage", "agentrl.advantages:dr_grpo") is dr_grpo
+    assert resolve("advantage", "agentrl.credit.advantages:dr_grpo") is dr_grpo
 
 
 def test_register_twice_is_an_error():

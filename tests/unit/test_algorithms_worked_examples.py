@@ -21,11 +21,11 @@ from agentrl.rewards.combinators import (
 from agentrl.rewards.info_gain import InfoGain
 
 from agentrl.config import TrainerConfig
-from agentrl.credit import assign_credit
-from agentrl.losses import aepo_loss, ppo_clip_loss
+from agentrl.credit.assign import assign_credit
+from agentrl.credit.gigpo import gigpo_credit
+from agentrl.credit.scored_turns import ScoredTurns
 from agentrl.reward import RewardStack, reward
-from agentrl.step_groups import gigpo_credit
-from agentrl.turn_batch import TurnBatch
+from agentrl.train.losses import aepo_loss, ppo_clip_loss
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, TrajectoryGroup, Turn
 
 pytestmark = pytest.mark.unit
@@ -210,7 +210,7 @@ def test_7_6_gigpo_anchor_step_advantage():
     # (return at s: 0.95² · 1 = 0.9025), rollout B never does (return 0)
     a = trajectory("A", [tool_turn((5,)), tool_turn((6,)), tool_turn((7,)), answer_turn()], outcome=1.0)
     b = trajectory("B", [tool_turn((5,)), tool_turn((8,)), answer_turn()], outcome=0.0)
-    batch = TurnBatch.from_groups([TrajectoryGroup(TASK, (a, b))])
+    batch = ScoredTurns.from_groups([TrajectoryGroup(TASK, (a, b))])
     config = TrainerConfig(credit="gigpo", step_gamma=0.95, step_std_norm=False, step_advantage_weight=1.0)
     advantages_B_K, _ = gigpo_credit(batch, config)
     # episode advantages ±0.5 (mean_norm), step advantages at s ±0.451

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from agentrl.branching import (
+from agentrl.rollout.branching import (
     BranchRule,
     BranchState,
     aepo_forks,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrl.chat import assistant_message, parse_tool_calls
+from agentrl.rollout.chat import assistant_message, parse_tool_calls
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,9 @@ import json
 import random
 
 import pytest
-from agentrl.scaffolds.swe import code_drills
-from agentrl.scaffolds.swe import drills as swe_drills
+
+from agentrl.tiny.build import swe_code_drills as code_drills
+from agentrl.tiny.build import swe_drills
 
 pytestmark = pytest.mark.unit
 

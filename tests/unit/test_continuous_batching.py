@@ -5,7 +5,7 @@ import asyncio
 import pytest
 import torch
 
-from agentrl.policy.sampler import DecodeBatch, sample_batch
+from agentrl.policy.decode_loop import DecodeLoop, sample_batch
 from agentrl.policy.transformers_policy import TransformersPolicy
 from agentrl.protocols import SamplingParams
 from agentrl.tiny.model import EOS_ID, PAD_ID, tiny_qwen2, tiny_qwen2_config
@@ -41,7 +41,7 @@ def test_a_row_samples_the_same_alone_and_in_a_batch(model):
 
 
 def test_rows_that_join_mid_decode_sample_as_if_alone(model):
-    batch = DecodeBatch(model, eos_token_ids={EOS_ID}, pad_token_id=PAD_ID)
+    batch = DecodeLoop(model, eos_token_ids={EOS_ID}, pad_token_id=PAD_ID)
     results, widths = {}, []
     for r, (prompt, seed) in enumerate(zip(PROMPTS, SEEDS, strict=True)):
         results.update(batch.add([(r, prompt, PARAMS, seed)]))  # one joiner per step, into a running batch
@@ -57,7 +57,7 @@ def test_rows_that_join_mid_decode_sample_as_if_alone(model):
 
 def test_finished_rows_leave_and_dead_columns_are_trimmed(model):
     short, long = SamplingParams(max_new_tokens=2), SamplingParams(max_new_tokens=10)
-    batch = DecodeBatch(model, eos_token_ids=set(), pad_token_id=PAD_ID)
+    batch = DecodeLoop(model, eos_token_ids=set(), pad_token_id=PAD_ID)
     batch.add([("long", [1, 2], long, 1), ("short", list(range(3, 40)), short, 2)])
     assert batch.attention.shape[1] == 38  # the long prompt is left-padded to the short row's length
     done = batch.step()
@@ -89,7 +89,7 @@ async def test_policy_admits_a_request_into_the_running_loop(model, tiny_tokeniz
 
 def test_a_stop_string_ends_only_its_own_row(model):
     params = SamplingParams(max_new_tokens=10, temperature=1.0)
-    batch = DecodeBatch(
+    batch = DecodeLoop(
         model, eos_token_ids=set(), pad_token_id=PAD_ID, stop_hit=lambda key, _params, ids: key == "a" and len(ids) == 3
     )
     results = dict(batch.add([("a", [1, 2], params, 1), ("b", [3, 4], params, 2)]))

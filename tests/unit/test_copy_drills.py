@@ -4,13 +4,12 @@ import random
 import re
 
 import pytest
-from agentrl.scaffolds import copy_drills
 from agentrl.scaffolds.demonstration import made_up_name
-from agentrl.scaffolds.swe import drills as swe_drills
 from agentrl.scaffolds.terminal import easy_family, expert
 
 from agentrl.policy.loading import load_tokenizer
 from agentrl.tiny import POLICY_DIR
+from agentrl.tiny.build import copy_drills, swe_drills
 
 pytestmark = pytest.mark.unit
 

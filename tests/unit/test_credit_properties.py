@@ -20,13 +20,13 @@ from agentrl.rewards.outcome import overlong_penalty
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentrl.advantages import ADVANTAGE_ESTIMATORS, lite_ppo, mc_grpo, median_pivots, ngrpo
 from agentrl.config import TrainerConfig
-from agentrl.credit import assign_credit
+from agentrl.credit.advantages import ADVANTAGE_ESTIMATORS, lite_ppo, mc_grpo, median_pivots, ngrpo
+from agentrl.credit.assign import assign_credit
+from agentrl.credit.gigpo import anchor_step_advantages, hgpo_step_advantages
+from agentrl.credit.igpo import discounted_suffix_sum
+from agentrl.credit.scored_turns import token_advantages
 from agentrl.judge import majority
-from agentrl.step_groups import anchor_step_advantages, hgpo_step_advantages
-from agentrl.turn_batch import token_advantages
-from agentrl.turn_credit import discounted_suffix_sum
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, TrajectoryGroup, Turn
 
 pytestmark = pytest.mark.unit

@@ -7,15 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
-from agentrl.scaffolds.gui import drill_pages as gui_pages
-from agentrl.scaffolds.gui import drills as gui_drills
 from agentrl.scaffolds.gui import tasks as gui_tasks
 from agentrl.scaffolds.gui.expert import element_id
-from agentrl.scaffolds.swe import bundled, drill_expressions
-from agentrl.scaffolds.swe import drills as swe_drills
+from agentrl.scaffolds.swe import bundled
 from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT as SWE_SYSTEM_PROMPT
 from agentrl.tools.files import FileEditor
 
+from agentrl.tiny.build import gui_drills, gui_pages, swe_drills
+from agentrl.tiny.build import swe_expressions as drill_expressions
 from agentrl.tiny.tokenizer import render
 from agentrl.tool import ToolError
 
@@ -272,7 +271,9 @@ async def test_swe_tool_replies_are_the_real_tools_text(tmp_path: Path):
             (tmp_path / path).write_text("\n" * (line - 1) + f"    {wrong}\n    return None\n")
             real = await editor.str_replace.call(arguments)
             assert real.text == result
-    source = (Path(swe_drills.__file__).parents[2] / "tools" / "swe" / "swe_tools.py").read_text()
+    import agentrl.tools.swe.swe_tools
+
+    source = Path(agentrl.tools.swe.swe_tools.__file__).read_text()
     assert swe_drills.SUBMITTED in source
 
 

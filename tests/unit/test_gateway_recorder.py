@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from agentrl.chat import ChatRenderer, ParsedTurn, template_mismatch
+from agentrl.rollout.chat import ChatRenderer, ParsedTurn, template_mismatch
 from agentrl.serve.messages import canonical, reply_message, template_messages
 from agentrl.serve.recorder import SessionRecorder
 from agentrl.serve.sampling import RequestError, sampling_params

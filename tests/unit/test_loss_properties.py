@@ -11,7 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentrl.losses import (
+from agentrl.train.losses import (
     aepo_loss,
     aggregate,
     entropy_aware_advantages,

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from agentrl.losses import (
+from agentrl.registry import resolve
+from agentrl.train.losses import (
     POLICY_LOSSES,
     aggregate,
     entropy_from_logits,
@@ -13,7 +14,6 @@ from agentrl.losses import (
     ppo_clip_loss,
     token_logprobs,
 )
-from agentrl.registry import resolve
 
 pytestmark = pytest.mark.unit
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.metrics import MetricsLogger, read_metrics
-from agentrl.plots import compare_runs, plot_run
-from agentrl.progress import TrainProgress
-from agentrl.report import report
+from agentrl.runlog.metrics import MetricsLogger, read_metrics
+from agentrl.runlog.plots import compare_runs, plot_run
+from agentrl.runlog.progress import TrainProgress
+from agentrl.runlog.report import report
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from agentrl.progress import RolloutProgress, TrainProgress
-from agentrl.rollout import collect_groups
+from agentrl.rollout.collect import collect_groups
+from agentrl.runlog.progress import RolloutProgress, TrainProgress
 from agentrl.types import StopReason, Task, Trajectory
 
 pytestmark = pytest.mark.unit

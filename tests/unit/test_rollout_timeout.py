@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from agentrl.rollout import collect_groups
+from agentrl.rollout.collect import collect_groups
 from agentrl.types import StopReason, Task, Trajectory
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from agentrl.sft import training_template
+from agentrl.train.sft import training_template
 
 pytestmark = pytest.mark.unit
 

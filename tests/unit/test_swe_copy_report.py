@@ -1,26 +1,18 @@
-"""scripts/swe_copy_report.py: the fix call it scores is the gold patch's, and its teacher-forced argmax agrees
-with what greedy decoding of the shipped `tiny-swe` writes."""
+"""agentrl.tiny.build.swe_copy_report: the fix call it scores is the gold patch's, and its teacher-forced argmax
+agrees with what greedy decoding of the shipped `tiny-swe` writes."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.unit
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "swe_copy_report.py"
-
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("swe_copy_report", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
+    from agentrl.tiny.build import swe_copy_report
+
+    return swe_copy_report
 
 
 def test_fix_call_is_the_gold_patch_edit(script):

@@ -175,7 +175,7 @@ def test_shipped_policy_loads_with_short_prompts():
     from agentrl.tiny import POLICY_DIR
 
     if not (POLICY_DIR / "config.json").exists():
-        pytest.skip("the tiny policy has not been built (scripts/build_tiny_policy.py)")
+        pytest.skip("the tiny policy has not been built (python -m agentrl.tiny.build)")
     tokenizer = load_tokenizer(str(POLICY_DIR))
     # the tokenizer.json's digit chunks, not the ones transformers' Qwen2 class would impose
     assert tokenizer.tokenize("12345") == ["123", "45"]

@@ -1,0 +1,319 @@
+"""The learner: one GRPO-family training step over token-level samples.
+
+`Learner.update(samples)` is the `update` phase of the trainer loop. Each `TrainSample` is one trajectory's
+exact token sequence with its loss mask (True only on policy-sampled tokens), per-token advantages (already
+credited and normalised) and the logprobs the sampler reported. One step:
+
+1. splits the samples, in order, into `trainer.minibatches_per_step` mini-batches (one optimizer step each);
+2. packs each mini-batch into micro-batches whose padded size (rows × longest row) stays within
+   `trainer.max_tokens_per_microbatch`, longest samples first so rows of similar length share a batch;
+3. per micro-batch: forward, next-token logprobs,
+   loss = agg(policy loss) + kl_coef·agg(k3 KL to the reference) − entropy_coef·agg(entropy), backward.
+   `aggregate` divides by mini-batch totals, so the gradients that accumulate over micro-batches are exactly
+   the mini-batch gradient whatever the packing;
+4. clips the global grad norm and steps AdamW.
+
+With one mini-batch the old policy is the current one (ratio ≡ 1: exactly on-policy, the clip never binds);
+with several, old logprobs come from a no-grad pass before the first optimizer step, as in PPO. Either way the
+learner's pre-update logprobs are compared with the sampler's (`sampler_logprob_abs_diff`,
+`approx_kl_to_sampler`), the health check for token-exact rollouts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
+
+from agentrl.config import TrainerConfig
+from agentrl.registry import resolve
+from agentrl.train.losses import (
+    AGGREGATION_MODES,
+    aggregate,
+    entropy_aware_advantages,
+    entropy_from_logits,
+    kl_k3,
+    token_logprobs,
+    truncated_importance_weights,
+)
+from agentrl.train.samples import PaddedSamples, TrainSample, collate, plan_microbatches, split_minibatches
+
+# Per-token statistics averaged over all loss tokens of a step (the rest are averaged over optimizer steps).
+_TOKEN_METRICS = (
+    "kl",
+    "entropy",
+    "clip_frac_low",
+    "clip_frac_high",
+    "clip_frac_dual",
+    "sampler_logprob_abs_diff",
+    "approx_kl_to_sampler",
+)
+
+
+def entropy_scaled(samples: list[TrainSample], alpha: float, step_sums: dict[str, float]) -> list[TrainSample]:
+    """AEPO's entropy-aware advantage over one mini-batch: A_t·(1 + α·z(H_t)), z over the mini-batch's loss tokens.
+
+    Deviation from AEPO (which z-scores the trainer's forward-pass entropies per micro-batch): the entropies are
+    the sampler's (`TrainSample.sampler_entropies`, the same distribution on-policy at the learner's
+    temperature, a top-k proxy with remote samplers) and the statistics span the mini-batch, so the result does
+    not depend on packing. Left unchanged when a sample has none (`entropy_advantage_applied` counts the
+    mini-batches where it was applied).
+    """
+    if not all(s.sampler_entropies for s in samples):
+        return samples
+    step_sums["entropy_advantage_applied"] += 1.0
+    width = max(len(s.token_ids) for s in samples)
+
+    def rows(values: Any, dtype: torch.dtype) -> Tensor:
+        return torch.tensor([list(v) + [0] * (width - len(v)) for v in values], dtype=dtype)
+
+    mask_B_T = rows((s.loss_mask for s in samples), torch.bool)
+    mask_B_T[:, 0] = False  # token 0 never has a loss
+    advantages_B_T = entropy_aware_advantages(
+        rows((s.advantages for s in samples), torch.float64),
+        rows((s.sampler_entropies for s in samples), torch.float64),
+        mask_B_T,
+        alpha,
+    )
+    return [
+        dataclasses.replace(s, advantages=tuple(advantages_B_T[b, : len(s.token_ids)].tolist()))
+        for b, s in enumerate(samples)
+    ]
+
+
+def _masked_sum(values_B_T: Tensor, mask_B_T: Tensor) -> float:
+    return float(torch.where(mask_B_T, values_B_T.detach(), 0.0).sum())
+
+
+class Learner:
+    """Computes the GRPO-family loss over `TrainSample`s and steps AdamW on the model's trainable parameters.
+
+    `temperature` must match the sampling temperature so learner and sampler logprobs describe the same
+    distribution; `max_tokens_per_sequence` is Dr. GRPO's constant normaliser for `seq-mean-token-sum-norm`
+    (default: the longest sample of each mini-batch).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        config: TrainerConfig,
+        *,
+        pad_token_id: int,
+        ref_model: torch.nn.Module | None = None,
+        temperature: float = 1.0,
+        max_tokens_per_sequence: int | None = None,
+    ) -> None:
+        if config.loss_agg not in AGGREGATION_MODES:
+            known = ", ".join(AGGREGATION_MODES)
+            raise ValueError(f"unknown trainer.loss_agg {config.loss_agg!r}; known: {known}")
+        if config.kl_coef > 0 and ref_model is None and not _is_peft_model(model):
+            raise ValueError(
+                "trainer.kl_coef > 0 needs a reference policy: pass ref_model=..., or train a LoRA (peft) "
+                "model so the reference is the base model with the adapter disabled"
+            )
+        self.model = model
+        self.config = config
+        self.pad_token_id = pad_token_id
+        self.ref_model = ref_model
+        self.temperature = temperature
+        self.max_tokens_per_sequence = max_tokens_per_sequence
+        self.policy_loss = resolve("loss", config.loss)
+        # Only trainable parameters: a peft model exposes just its adapters here, with no special casing.
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError("the model has no parameters with requires_grad=True")
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay
+        )
+        self.step = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.params[0].device
+
+    def update(self, samples: Sequence[TrainSample]) -> dict[str, float]:
+        """One training step (`minibatches_per_step` optimizer steps) over `samples`; returns metrics."""
+        if not samples:
+            raise ValueError("Learner.update needs at least one sample")
+        start = time.perf_counter()
+        was_training = self.model.training
+        self.model.train()
+        token_sums: dict[str, float] = defaultdict(float)
+        step_sums: dict[str, float] = defaultdict(float)
+        try:
+            old_logprobs = None
+            if self.config.minibatches_per_step > 1:
+                old_logprobs = self._old_logprobs(samples, token_sums)
+            minibatches = split_minibatches(len(samples), self.config.minibatches_per_step)
+            for indices in minibatches:
+                old = [old_logprobs[i] for i in indices] if old_logprobs is not None else None
+                self._train_minibatch([samples[i] for i in indices], old, token_sums, step_sums)
+        finally:
+            self.model.train(was_training)
+        self.step += 1
+        elapsed_s = time.perf_counter() - start
+        num_tokens = sum(s.num_loss_tokens for s in samples)
+        metrics = {name: token_sums[name] / max(num_tokens, 1) for name in _TOKEN_METRICS}
+        if self.config.tis_cap > 0:
+            metrics.update({name: token_sums[name] / max(num_tokens, 1) for name in ("tis_weight", "tis_capped_frac")})
+        if self.config.entropy_alpha > 0:
+            metrics["entropy_advantage_applied"] = step_sums["entropy_advantage_applied"] / len(minibatches)
+        for name in ("loss", "pg_loss", "grad_norm"):
+            metrics[name] = step_sums[name] / len(minibatches)
+        metrics.update(
+            lr=float(self.optimizer.param_groups[0]["lr"]),
+            tokens=float(num_tokens),
+            sequences=float(len(samples)),
+            microbatches=step_sums["microbatches"],
+            skipped_steps=step_sums["skipped_steps"],
+            train_tokens_per_s=sum(len(s.token_ids) for s in samples) / max(elapsed_s, 1e-9),
+        )
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizer state and step counter (model weights are checkpointed by the caller)."""
+        return {"optimizer": self.optimizer.state_dict(), "step": self.step}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step = int(state["step"])
+
+    # --- one mini-batch --------------------------------------------------------------------------------
+
+    def _train_minibatch(
+        self,
+        samples: list[TrainSample],
+        old_logprobs: list[Tensor] | None,
+        token_sums: dict[str, float],
+        step_sums: dict[str, float],
+    ) -> None:
+        totals = {
+            "num_sequences": sum(1 for s in samples if s.num_loss_tokens > 0),
+            "num_tokens": sum(s.num_loss_tokens for s in samples),
+            "max_tokens": self.max_tokens_per_sequence or max(len(s.token_ids) for s in samples),
+        }
+        if self.config.entropy_alpha > 0:
+            samples = entropy_scaled(samples, self.config.entropy_alpha, step_sums)
+        plans = plan_microbatches([len(s.token_ids) for s in samples], self.config.max_tokens_per_microbatch)
+        for plan in plans:
+            batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
+            old_B_T1 = None
+            if old_logprobs is not None:
+                old_B_T1 = pad_sequence([old_logprobs[i] for i in plan], batch_first=True)
+            loss, pg_loss = self._microbatch_loss(batch, old_B_T1, totals, token_sums)
+            loss.backward()
+            step_sums["loss"] += float(loss.detach())
+            step_sums["pg_loss"] += float(pg_loss.detach())
+        step_sums["microbatches"] += len(plans)
+        grad_norm = self._optimizer_step()
+        step_sums["grad_norm"] += grad_norm
+        step_sums["skipped_steps"] += float(not math.isfinite(grad_norm))
+
+    def _microbatch_loss(
+        self, batch: PaddedSamples, old_B_T1: Tensor | None, totals: dict[str, int], token_sums: dict[str, float]
+    ) -> tuple[Tensor, Tensor]:
+        """(total loss, policy loss) of one micro-batch, each scaled to its share of the mini-batch."""
+        config, mask_B_T1 = self.config, batch.mask_B_T1
+        agg = functools.partial(aggregate, mask_B_T=mask_B_T1, mode=config.loss_agg, **totals)
+        logits_B_T1_V = self._logits(self.model, batch)
+        logprobs_B_T1 = token_logprobs(logits_B_T1_V, batch.targets_B_T1)
+        if old_B_T1 is None:
+            old_B_T1 = logprobs_B_T1.detach()
+            self._record_sampler_drift(old_B_T1, batch, token_sums)
+        loss_B_T1, stats = self.policy_loss(
+            logprobs_B_T1,
+            old_B_T1,
+            batch.advantages_B_T1,
+            clip_low=config.clip_low,
+            clip_high=config.clip_high,
+            dual_clip=config.dual_clip,
+            mask_B_T=mask_B_T1,
+        )
+        if config.tis_cap > 0:
+            weights_B_T1 = truncated_importance_weights(old_B_T1, batch.sampler_logprobs_B_T1, config.tis_cap)
+            loss_B_T1 = loss_B_T1 * weights_B_T1
+            token_sums["tis_weight"] += _masked_sum(weights_B_T1, mask_B_T1)
+            token_sums["tis_capped_frac"] += _masked_sum((weights_B_T1 >= config.tis_cap).float(), mask_B_T1)
+        pg_loss = agg(loss_B_T1)
+        loss = pg_loss
+        if config.kl_coef > 0:
+            kl_B_T1 = kl_k3(logprobs_B_T1, self._reference_logprobs(batch))
+            loss = loss + config.kl_coef * agg(kl_B_T1)
+            token_sums["kl"] += _masked_sum(kl_B_T1, mask_B_T1)
+        if config.entropy_coef > 0:
+            entropy_B_T1 = entropy_from_logits(logits_B_T1_V)
+            loss = loss - config.entropy_coef * agg(entropy_B_T1)
+        else:
+            with torch.no_grad():
+                entropy_B_T1 = entropy_from_logits(logits_B_T1_V)
+        token_sums["entropy"] += _masked_sum(entropy_B_T1, mask_B_T1)
+        for name, values_B_T1 in stats.items():
+            if name.startswith("clip_frac"):
+                token_sums[name] += _masked_sum(values_B_T1, mask_B_T1)
+        return loss, pg_loss
+
+    def _optimizer_step(self) -> float:
+        """Clip, step and clear; a non-finite gradient skips the step rather than corrupting the weights."""
+        max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+        if math.isfinite(grad_norm):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm
+
+    # --- forward passes --------------------------------------------------------------------------------
+
+    def _logits(self, model: torch.nn.Module, batch: PaddedSamples) -> Tensor:
+        """Next-token logits for positions 1..T-1 (the logits at t−1 score token t)."""
+        device = next(model.parameters()).device
+        output = model(
+            input_ids=batch.input_ids_B_T.to(device),
+            attention_mask=batch.attention_mask_B_T.to(device),
+            use_cache=False,
+        )
+        logits_B_T1_V = output.logits[:, :-1].to(self.device)
+        return logits_B_T1_V / self.temperature if self.temperature != 1.0 else logits_B_T1_V
+
+    @torch.no_grad()
+    def _reference_logprobs(self, batch: PaddedSamples) -> Tensor:
+        if self.ref_model is not None:
+            logits_B_T1_V = self._logits(self.ref_model, batch)
+        else:
+            with self.model.disable_adapter():  # type: ignore[operator]
+                logits_B_T1_V = self._logits(self.model, batch)
+        return token_logprobs(logits_B_T1_V, batch.targets_B_T1)
+
+    @torch.no_grad()
+    def _old_logprobs(self, samples: Sequence[TrainSample], token_sums: dict[str, float]) -> list[Tensor]:
+        """Logprobs of every sample under the weights before this step's first optimizer step."""
+        old: list[Tensor] = [torch.empty(0)] * len(samples)
+        lengths = [len(s.token_ids) for s in samples]
+        for plan in plan_microbatches(lengths, self.config.max_tokens_per_microbatch):
+            batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
+            logprobs_B_T1 = token_logprobs(self._logits(self.model, batch), batch.targets_B_T1)
+            self._record_sampler_drift(logprobs_B_T1, batch, token_sums)
+            for row, i in enumerate(plan):
+                old[i] = logprobs_B_T1[row, : lengths[i] - 1]
+        return old
+
+    @staticmethod
+    def _record_sampler_drift(logprobs_B_T1: Tensor, batch: PaddedSamples, token_sums: dict[str, float]) -> None:
+        # k3 with the sampler as the sampling distribution estimates KL(sampler ‖ learner).
+        sampler_B_T1, mask_B_T1 = batch.sampler_logprobs_B_T1, batch.mask_B_T1
+        token_sums["sampler_logprob_abs_diff"] += _masked_sum((logprobs_B_T1 - sampler_B_T1).abs(), mask_B_T1)
+        token_sums["approx_kl_to_sampler"] += _masked_sum(kl_k3(sampler_B_T1, logprobs_B_T1), mask_B_T1)
+
+
+def _is_peft_model(model: torch.nn.Module) -> bool:
+    # Looked up rather than imported: peft is slow to import, and a model cannot be a PeftModel without it.
+    peft = sys.modules.get("peft")
+    return peft is not None and isinstance(model, peft.PeftModel)
