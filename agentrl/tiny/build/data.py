@@ -55,10 +55,9 @@ def base_scaffolds() -> dict[str, tuple[ModuleType, ModuleType]]:
 
 
 def _sources() -> dict[str, Source]:
-    from agentrl.tiny.build import gui_drills
-    from agentrl.tiny.build import swe_drills
     from agentrl.scaffolds.terminal import easy_family
     from agentrl.scaffolds.terminal import expert as terminal_expert
+    from agentrl.tiny.build import gui_drills, swe_drills
 
     def expert_source(tasks: ModuleType, expert: ModuleType, draws: int) -> Source:
         def source(rng: random.Random, rate: float, count: int) -> Iterator:

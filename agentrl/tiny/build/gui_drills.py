@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentrl.scaffolds.demonstration import tool_call_messages
+from agentrl.scaffolds.gui.tasks import SYSTEM_PROMPT
 from agentrl.tiny.build.gui_pages import (
     PAST,
     Element,
@@ -44,7 +45,6 @@ from agentrl.tiny.build.gui_pages import (
     random_page,
     slug,
 )
-from agentrl.scaffolds.gui.tasks import SYSTEM_PROMPT
 
 MISTAKES = {"neighbour": 0.35, "random": 0.25, "give_up": 0.4}
 """Relative frequency of each kind of mistake."""

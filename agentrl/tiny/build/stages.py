@@ -26,7 +26,7 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    it never saw; the loss drops sharply when it forms.
 3. `extend`: demonstrations of the terminal scaffold's easy tier over made-up names
    (`easy_family.made_up`), and synthetic drills in the exact format of GUI and SWE easy-tier episodes
-   (`agentrl/tiny/build/gui_drills.py`, `agentrl/tiny/build/swe_drills.py`; no bundled task is among them), with echo drills and
+   (`gui_drills.py`, `swe_drills.py`; no bundled task is among them), with echo drills and
    base demonstrations replayed alongside, in the passes `EXTEND_PASSES`: one over all three, then one weighted
    towards the GUI drills. `--extend-passes swe --init agentrl/tiny/policy_extended` continues with the passes
    weighted towards the SWE drills (`SWE_PASSES`), and `--extend-passes swe_retry` from that result with one
@@ -62,9 +62,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agentrl.tiny.build.data import BASE_SOURCES, MISTAKE_RATE, base_scaffolds, demonstrations, echo_drills, mixture, replay
+from agentrl.tiny.build.data import (
+    BASE_SOURCES,
+    MISTAKE_RATE,
+    base_scaffolds,
+    demonstrations,
+    echo_drills,
+    mixture,
+    replay,
+)
 from agentrl.tiny.build.passes import EXTEND_PASSES, PASS_SETS, Pass
-
 from agentrl.tiny.tokenizer import TOOLLESS_TEMPLATE_PREFIX, split_punctuation
 
 THREADS = 2

@@ -17,8 +17,8 @@ import sysconfig
 from pathlib import Path
 
 from agentrl.scaffolds.swe import injected_bugs
-from agentrl.tiny.build.swe_drills import Drill, held_out_names
 from agentrl.scaffolds.swe.injected_bugs import Bug
+from agentrl.tiny.build.swe_drills import Drill, held_out_names
 
 SKIPPED_DIRS = frozenset({"test", "tests", "site-packages", "dist-packages", "idlelib", "__pycache__"})
 MAX_MODULE_BYTES = 200_000

@@ -18,7 +18,8 @@ RL samples at T = 1 and sharpens what the policy already prefers, so a task whos
 is one that sharpening alone does not solve.
 
     python -m agentrl.tiny.build.swe_copy_report --model tiny-swe                 # held-out easy tasks
-    python -m agentrl.tiny.build.swe_copy_report --model runs/x/checkpoints/step_000040/policy --split train --json out.json
+    python -m agentrl.tiny.build.swe_copy_report --model runs/x/checkpoints/step_000040/policy \
+        --split train --json out.json
 """
 
 from __future__ import annotations
@@ -78,14 +79,15 @@ def part_of(prefix: str) -> str:
 
 def opening(statement: str) -> list[dict[str, str]]:
     """The episode's messages before the policy's first turn: the SWE system prompt and the issue."""
-    from agentrl.tiny.build.swe_drills import issue_message
     from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
+    from agentrl.tiny.build.swe_drills import issue_message
 
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": issue_message(statement)}]
 
 
 def call_report(model: Any, tokenizer: Any, instance_id: str, statement: str) -> CallReport:
     import torch
+
     from agentrl.scaffolds.demonstration import tool_call_messages
 
     arguments = fix_call(statement)
@@ -124,10 +126,10 @@ def call_report(model: Any, tokenizer: Any, instance_id: str, statement: str) ->
 def report(model_name: str, split: str = "test") -> list[CallReport]:
     """`call_report` for every bundled easy task of `split`."""
     import torch
-    from agentrl.scaffolds.swe import bundled
     from transformers import AutoModelForCausalLM
 
     from agentrl.policy.loading import load_tokenizer, resolve_model_path
+    from agentrl.scaffolds.swe import bundled
 
     path = resolve_model_path(model_name)
     tokenizer = load_tokenizer(path)

@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 
 from agentrl.scaffolds.swe import bundled
-from agentrl.tiny.build import swe_drills as drills
 from agentrl.scaffolds.swe.instances import SweInstance
 from agentrl.scaffolds.swe.repo_build import build_repository
 from agentrl.scaffolds.swe.synthesis import copy_repository, unified_diff
+from agentrl.tiny.build import swe_drills as drills
 
 MADE_UP_OPERANDS = 0.5
 VISIBLE = "tests/test_module.py"

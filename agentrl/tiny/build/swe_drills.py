@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrl.scaffolds.demonstration import made_up_name, tool_call_messages
+from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
 from agentrl.tiny.build.swe_expressions import Gen, Node, function_call, method_call, render
 from agentrl.tiny.build.swe_mutations import mutate
-from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT
 
 MISTAKES = {"no_edit": 0.3, "wrong_fix": 0.35, "miscopy": 0.35}
 """Relative frequency of each kind of mistake."""

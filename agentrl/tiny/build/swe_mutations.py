@@ -1,8 +1,8 @@
 """One-spot changes to a drill expression, as a one-line fix would make them (`mutate`).
 
 An operator swapped, a constant or a string changed, a method renamed, an argument added or dropped, operands
-swapped, a wrapper added or removed: `agentrl/tiny/build/swe_drills.py` states an issue as one such change of an expression
-that `drill_expressions.Gen` drew.
+swapped, a wrapper added or removed: `swe_drills.py` states an issue as one such change of an expression
+that `swe_expressions.Gen` drew.
 """
 
 from __future__ import annotations
