@@ -10,12 +10,11 @@ import ast
 import dataclasses
 import functools
 import inspect
+import tomllib
 import types
 import typing
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 
 class ConfigError(ValueError):

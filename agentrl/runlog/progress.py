@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 # (metrics key, label, format) in display order; a key missing from a step's metrics is left out.
 FIELDS: tuple[tuple[str, str, str], ...] = (
