@@ -16,9 +16,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-
-class ConfigError(ValueError):
-    """A configuration value is unknown, of the wrong type, or inconsistent."""
+from agentrl.errors import ConfigError
 
 
 def load_dataclass(cls: type, path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()):

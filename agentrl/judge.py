@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentrl.errors import ConfigError
 from agentrl.reward import TRAJECTORY_INPUTS, TURN_INPUTS, Reward
 
 _BOXED = re.compile(r"\\boxed\{\s*([+-]?\d+(?:\.\d+)?)\s*\}")
@@ -94,7 +95,7 @@ class Judge:
         if unknown := [i for i in self.inputs if i not in allowed]:
             raise TypeError(f"{type(self).__name__} asks for unknown input(s) {unknown}")
         if votes < 1 or concurrency < 1:
-            raise ValueError("votes and concurrency must be >= 1")
+            raise ConfigError("votes and concurrency must be >= 1")
         self.model, self.base_url, self.api_key = model, base_url, api_key
         self.votes, self.temperature, self.max_tokens = votes, temperature, max_tokens
         self.concurrency, self.timeout_s, self.cache_enabled = concurrency, timeout_s, cache
@@ -161,7 +162,7 @@ class Judge:
         base_url = self.base_url or os.environ.get("AGENTRL_JUDGE_BASE_URL")
         api_key = self.api_key or os.environ.get("AGENTRL_JUDGE_API_KEY")
         if not model:
-            raise RuntimeError(f"judge {self.name} has no model: pass one or set AGENTRL_JUDGE_MODEL")
+            raise ConfigError(f"judge {self.name} has no model: pass one or set AGENTRL_JUDGE_MODEL")
         if base_url and "/" not in model:
             model = f"openai/{model}"  # a bare name on an OpenAI-compatible endpoint
         return model, base_url, api_key

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from agentrl.errors import ConfigError
+
 SCAFFOLDS = {
     "react": "agentrl.scaffolds.react:ReactScaffold",
     "code": "agentrl.scaffolds.code:CodeScaffold",
@@ -35,7 +37,7 @@ REWARDS = {
     "swe_resolved": "agentrl.scaffolds.swe.rewards:swe_resolved",
     "swe_similarity": "agentrl.scaffolds.swe.rewards:swe_similarity",
     "gui_check": "agentrl.scaffolds.gui.checker:gui_check",
-    "terminal_check": "agentrl.rewards.terminal:terminal_check",
+    "terminal_check": "agentrl.scaffolds.terminal.checker:terminal_check",
 }
 REWARD_FILTERS = {
     "gra_gate": "agentrl.rewards.combinators:gra_gate",
@@ -76,19 +78,28 @@ _TABLES = {
 
 
 def import_path(path: str) -> Any:
-    """Import `package.module:attr` or `package.module.attr`."""
+    """Import `package.module:attr`, `package.module.attr` or a module `package.module`; a `ConfigError` says what
+    could not be found."""
     if ":" in path:
         module, _, attr = path.partition(":")
     else:
+        try:
+            return importlib.import_module(path)
+        except ModuleNotFoundError as e:
+            if e.name != path:  # the module exists, but something it imports does not
+                raise ConfigError(f"cannot import {path!r}: {e}") from e
         module, _, attr = path.rpartition(".")
-    if not module:
-        raise ImportError(f"{path!r} is not an import path (expected package.module:name)")
-    obj = importlib.import_module(module)
+    if not module or not attr:
+        raise ConfigError(f"{path!r} is not an import path (expected package.module:name)")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as e:
+        raise ConfigError(f"cannot import {module!r} (from {path!r}): {e}") from e
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ImportError(f"{module!r} has no attribute {part!r} (from {path!r})") from None
+            raise ConfigError(f"{module!r} has no attribute {part!r} (from {path!r})") from None
     return obj
 
 
@@ -99,13 +110,13 @@ def resolve(kind: str, name: str) -> Any:
         if name in table:
             return table[name]
         if "." not in name and ":" not in name:
-            raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))}")
+            raise ConfigError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))}")
         return import_path(name)
     table = _TABLES[kind]
     if name in table:
         return import_path(table[name])
     if "." not in name and ":" not in name:
-        raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))} (or give an import path)")
+        raise ConfigError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))} (or give an import path)")
     return import_path(name)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from agentrl.errors import InputError
 from agentrl.types import Task
 
 _KNOWN = {"id", "prompt", "question", "answer", "split"}
@@ -27,7 +28,7 @@ def load_task_file(path: str | Path) -> list[Task]:
     for i, row in enumerate(rows):
         prompt = row.get("prompt") or row.get("question")
         if not prompt:
-            raise ValueError(f"{path}: row {i} has no 'prompt' (or 'question')")
+            raise InputError(f"{path}: row {i} has no 'prompt' (or 'question')")
         answer = row.get("answer")
         tasks.append(
             Task(

@@ -48,27 +48,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
+from agentrl.errors import ToolDefinitionError, ToolError
 from agentrl.tool_parameters import parameters_schema
 from agentrl.types import ToolResult
 
 _SKIPPED_PARAMS = ("self", "cls")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONTENT_PART_TYPES = ("text", "image_url")
-
-
-class ToolDefinitionError(ValueError):
-    """A function cannot become a tool: a missing description, an unannotated or variadic parameter, ..."""
-
-
-class ToolError(Exception):
-    """Raised inside a tool to fail the call with a typed `error_type` (default `failed`) and a message."""
-
-    error_type = "failed"
-
-    def __init__(self, message: str, *, error_type: str | None = None) -> None:
-        super().__init__(message)
-        if error_type is not None:
-            self.error_type = error_type
 
 
 class _BadArguments(Exception):

@@ -159,6 +159,10 @@ class Trajectory:
     reward: float | None = None
     """Outcome reward after scoring; None before scoring and for infrastructure failures."""
     reward_components: dict[str, float] = field(default_factory=dict)
+    """The value of every reward that scored this trajectory (weight-0 metrics included), written by scoring."""
+    measurements: dict[str, float] = field(default_factory=dict)
+    """What the scaffold measured of the environment after the last turn (a checker's verdict, a patch's
+    similarity to the gold one): inputs that rewards read, kept apart from the components scoring writes."""
     parent_id: str | None = None
     """For a branch: the trajectory it was forked from."""
     branch_turn: int | None = None
@@ -242,6 +246,7 @@ def trajectory_to_json(trajectory: Trajectory) -> dict[str, Any]:
         "stop_reason": trajectory.stop_reason.value,
         "reward": trajectory.reward,
         "reward_components": trajectory.reward_components,
+        "measurements": trajectory.measurements,
         "answer": trajectory.answer,
         "error": trajectory.error,
         "messages": list(trajectory.messages),
@@ -261,3 +266,39 @@ def trajectory_to_json(trajectory: Trajectory) -> dict[str, Any]:
             for t in trajectory.turns
         ],
     }
+
+
+def trajectory_from_json(data: dict[str, Any]) -> Trajectory:
+    """The inverse of `trajectory_to_json` (turn texts are not stored: they come back empty)."""
+    turns = tuple(
+        Turn(
+            completion_ids=tuple(t["completion_ids"]),
+            logprobs=tuple(t["logprobs"]),
+            entropies=tuple(t["entropies"]),
+            text="",
+            tool_calls=tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in t["tool_calls"]),
+            tool_results=tuple(ToolResult.from_json(r) for r in t["tool_results"]),
+            observation_ids=tuple(t["observation_ids"]),
+            parse_error=t.get("parse_error"),
+            reward=t.get("reward"),
+            reward_components=dict(t.get("reward_components") or {}),
+        )
+        for t in data["turns"]
+    )
+    return Trajectory(
+        task_id=data["task_id"],
+        group_id=data["group_id"],
+        trajectory_id=data["trajectory_id"],
+        prompt_ids=tuple(data["prompt_ids"]),
+        turns=turns,
+        stop_reason=StopReason(data["stop_reason"]),
+        messages=tuple(data.get("messages") or ()),
+        reward=data.get("reward"),
+        reward_components=dict(data.get("reward_components") or {}),
+        measurements=dict(data.get("measurements") or {}),
+        parent_id=data.get("parent_id"),
+        branch_turn=data.get("branch_turn"),
+        policy_version=data.get("policy_version", 0),
+        error=data.get("error"),
+        answer=data.get("answer"),
+    )

@@ -27,12 +27,8 @@ def swe_grade(
 
     from agentrl.scaffolds.swe.cli import grade_predictions
 
-    try:
-        options = dict(tasks=tasks, repos_dir=repos_dir, out=out, concurrency=concurrency)
-        summary, path = grade_predictions(predictions, test_timeout_s=test_timeout_s, **options)
-    except (ValueError, FileNotFoundError) as e:
-        typer.secho(f"error: {e}", fg="red", err=True)
-        raise typer.Exit(2) from e
+    options = dict(tasks=tasks, repos_dir=repos_dir, out=out, concurrency=concurrency)
+    summary, path = grade_predictions(predictions, test_timeout_s=test_timeout_s, **options)
     typer.echo(json.dumps(summary, indent=2))
     typer.echo(f"results: {path}")
 
@@ -52,19 +48,15 @@ def swe_synth(
     AGENTRL_SWE_TASKS=<out>/tasks.jsonl AGENTRL_SWE_REPOS_DIR=<out>/repos agentrl train --scaffold swe."""
     from agentrl.scaffolds.swe.cli import synthesize_tasks
 
-    try:
-        report = synthesize_tasks(
-            out,
-            tasks=tasks,
-            repos_dir=repos_dir,
-            per_task=per_task,
-            seed=seed,
-            keep_sources=keep_sources,
-            concurrency=concurrency,
-        )
-    except (ValueError, FileNotFoundError) as e:
-        typer.secho(f"error: {e}", fg="red", err=True)
-        raise typer.Exit(2) from e
+    report = synthesize_tasks(
+        out,
+        tasks=tasks,
+        repos_dir=repos_dir,
+        per_task=per_task,
+        seed=seed,
+        keep_sources=keep_sources,
+        concurrency=concurrency,
+    )
     made = sum(report.synthesized.values())
     typer.echo(
         f"{made} tasks made from {len(report.synthesized)} training tasks ({report.candidates} bugs graded); "

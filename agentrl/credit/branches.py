@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from agentrl.errors import ConfigError
 from agentrl.types import Trajectory
 
 ATTRIBUTION_MODES = ("soft", "hard")
@@ -67,7 +68,7 @@ def attribute_branches(
 ) -> tuple[Tensor, dict[str, float]]:
     """Apply `mode` to per-turn advantages; returns them and branch metrics."""
     if mode not in ATTRIBUTION_MODES:
-        raise ValueError(f"unknown branch attribution {mode!r}; known: {', '.join(ATTRIBUTION_MODES)}")
+        raise ConfigError(f"unknown branch attribution {mode!r}; known: {', '.join(ATTRIBUTION_MODES)}")
     ids = shared_turn_ids(trajectories)
     flat = [i for row in ids for i in row]
     copies = torch.bincount(torch.tensor(flat, dtype=torch.long)) if flat else torch.zeros(0, dtype=torch.long)

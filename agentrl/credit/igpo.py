@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from agentrl.credit.scored_turns import ScoredTurns
+from agentrl.errors import ConfigError
 
 NORM_MODES = ("joint", "separate", "per_turn_index")
 
@@ -44,7 +45,7 @@ def igpo_advantages(
 ) -> Tensor:
     """IGPO per-turn advantages `advantages_B_K` (0 on turns that do not exist); see the module docstring."""
     if norm not in NORM_MODES:
-        raise ValueError(f"unknown IGPO normalisation {norm!r}; known: {', '.join(NORM_MODES)}")
+        raise ConfigError(f"unknown IGPO normalisation {norm!r}; known: {', '.join(NORM_MODES)}")
     num_B, width = turn_mask_B_K.shape
     if num_B == 0 or width == 0:
         return torch.zeros(num_B, width)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import EvalRunConfig, PolicyConfig, RolloutConfig
+from agentrl.errors import ConfigError
 from agentrl.eval.results import EvalRecord, ResultsStore, token_counts
 from agentrl.eval.summary import summarize, table, write_summary
 from agentrl.protocols import SamplingParams
@@ -50,7 +51,7 @@ def transport(config: EvalRunConfig) -> str:
     if config.format in ("text", "native"):
         return config.format
     if config.format != "auto":
-        raise ValueError(f"eval format must be auto, text or native, not {config.format!r}")
+        raise ConfigError(f"eval format must be auto, text or native, not {config.format!r}")
     return "text" if config.model in SHIPPED or Path(config.model).exists() else "native"
 
 
@@ -123,7 +124,7 @@ def eval_tasks(config: EvalRunConfig, scaffold: Any) -> list[Task]:
     tasks = select_tiers(tasks, config.tiers)
     if not tasks:
         tiers = f" in tiers {list(config.tiers)}" if config.tiers else ""
-        raise ValueError(f"scaffold {config.scaffold!r} has no {config.split!r} tasks{tiers}; pass a task file")
+        raise ConfigError(f"scaffold {config.scaffold!r} has no {config.split!r} tasks{tiers}; pass a task file")
     return tasks[: config.max_tasks] if config.max_tasks is not None else tasks
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import PolicyConfig
+from agentrl.errors import ConfigError, DependencyError
 
 
 def resolve_model_path(name: str) -> str:
@@ -117,7 +118,9 @@ def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
         try:
             import vllm  # noqa: F401
         except ImportError as e:
-            raise ValueError("policy.backend=vllm needs vLLM: pip install 'agentrl[vllm]' (on a GPU machine)") from e
+            raise DependencyError(
+                "policy.backend=vllm needs vLLM: pip install 'agentrl[vllm]' (on a GPU machine)"
+            ) from e
         from agentrl.policy.vllm_policy import VLLMPolicy
 
         return VLLMPolicy(resolve_model_path(config.model), tokenizer, source_model=model)
@@ -125,6 +128,6 @@ def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
         from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
         if not config.base_url:
-            raise ValueError("policy.backend=openai needs policy.base_url")
+            raise ConfigError("policy.backend=openai needs policy.base_url")
         return OpenAICompletionsPolicy(tokenizer, base_url=config.base_url, model=config.model, api_key=config.api_key)
-    raise ValueError(f"unknown policy backend {config.backend!r}")
+    raise ConfigError(f"unknown policy backend {config.backend!r}")

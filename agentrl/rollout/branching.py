@@ -25,6 +25,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from agentrl.errors import ConfigError
+
 BRANCHING_MODES = ("none", "arpo", "aepo")
 
 
@@ -55,11 +57,11 @@ class BranchRule:
 
     def __post_init__(self) -> None:
         if self.mode not in BRANCHING_MODES[1:]:
-            raise ValueError(f"branching mode must be arpo or aepo, not {self.mode!r}")
+            raise ConfigError(f"branching mode must be arpo or aepo, not {self.mode!r}")
         if not 1 <= self.initial_rollouts <= self.rollouts_per_task:
-            raise ValueError("initial rollouts must be in [1, rollouts per task]")
+            raise ConfigError("initial rollouts must be in [1, rollouts per task]")
         if self.beam_size < 1:
-            raise ValueError("beam size must be >= 1")
+            raise ConfigError("beam size must be >= 1")
 
 
 def segment_entropy(entropies: Sequence[float], tokens: int = 20, vocab_size: int | None = None) -> float:

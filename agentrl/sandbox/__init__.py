@@ -5,9 +5,10 @@
 `SessionSandbox`, which starts its sandbox on first use. All of them implement `agentrl.protocols.Sandbox`.
 """
 
+from agentrl.errors import SandboxError
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.sandbox.provider import SandboxProvider
-from agentrl.sandbox.result import ExecResult, SandboxError
+from agentrl.sandbox.result import ExecResult
 from agentrl.sandbox.session_sandbox import SessionSandbox
 
 __all__ = ["ExecResult", "SandboxConfig", "SandboxError", "SandboxProvider", "SessionSandbox"]

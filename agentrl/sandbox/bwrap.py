@@ -26,10 +26,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentrl.errors import SandboxError
 from agentrl.sandbox.channel import WorkerChannel
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.sandbox.processes import kill_tree
-from agentrl.sandbox.result import ExecResult, SandboxError
+from agentrl.sandbox.result import ExecResult
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
 _ETC = (

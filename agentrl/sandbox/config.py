@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentrl.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class SandboxConfig:
@@ -40,12 +42,12 @@ class SandboxConfig:
 
     def __post_init__(self) -> None:
         if self.backend not in ("local", "e2b"):
-            raise ValueError(f"sandbox.backend must be 'local' or 'e2b', got {self.backend!r}")
+            raise ConfigError(f"sandbox.backend must be 'local' or 'e2b', got {self.backend!r}")
         for name in ("call_timeout_s", "output_bytes", "cpu_time_s", "memory_mb", "file_size_mb", "open_files"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"sandbox.{name} must be positive, got {getattr(self, name)!r}")
+                raise ConfigError(f"sandbox.{name} must be positive, got {getattr(self, name)!r}")
         if self.processes < 1 or self.kill_grace_s < 0:
-            raise ValueError("sandbox.processes must be at least 1 and sandbox.kill_grace_s not negative")
+            raise ConfigError("sandbox.processes must be at least 1 and sandbox.kill_grace_s not negative")
 
     def rlimits(self) -> dict[str, int]:
         return {

@@ -15,9 +15,9 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from agentrl.errors import SandboxError, ToolError
 from agentrl.sandbox.config import SandboxConfig
-from agentrl.sandbox.result import ExecResult, SandboxError
-from agentrl.tool import ToolError
+from agentrl.sandbox.result import ExecResult
 
 _STATE = "/tmp/.agentrl_shell_state"
 

@@ -30,11 +30,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from agentrl.errors import SandboxError, ToolError
 from agentrl.sandbox.bwrap import BwrapBackend, Family
 from agentrl.sandbox.channel import ChannelClosed, WorkerChannel
 from agentrl.sandbox.processes import kill_tree, wait_gone
-from agentrl.sandbox.result import ExecResult, SandboxError
-from agentrl.tool import ToolError
+from agentrl.sandbox.result import ExecResult
 
 _LOST = "the interpreter's variables and the shell's cwd and environment were lost; workspace files are kept"
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from agentrl.errors import ConfigError, SandboxError
 from agentrl.sandbox.config import SandboxConfig
-from agentrl.sandbox.result import ExecResult, SandboxError
+from agentrl.sandbox.result import ExecResult
 
 BACKENDS = ("local", "e2b")
 
@@ -17,7 +18,7 @@ class SandboxProvider:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         if self.config.backend not in BACKENDS:
-            raise ValueError(f"unknown sandbox backend {self.config.backend!r}; choose one of {', '.join(BACKENDS)}")
+            raise ConfigError(f"unknown sandbox backend {self.config.backend!r}; choose one of {', '.join(BACKENDS)}")
         self._bwrap: Any = None
         self._open: set[Any] = set()
 

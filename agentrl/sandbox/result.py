@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentrl.tool import ToolError
+from agentrl.errors import SandboxError
 
-
-class SandboxError(ToolError):
-    """The sandbox could not run the request: it failed to start, or its worker died. A tool that lets it
-    propagate returns a `sandbox_error` result; the session's next call gets a fresh worker."""
-
-    error_type = "sandbox_error"
+__all__ = ["ExecResult", "SandboxError"]
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from agentrl.errors import SandboxError
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.sandbox.provider import SandboxProvider
-from agentrl.sandbox.result import ExecResult, SandboxError
+from agentrl.sandbox.result import ExecResult
 
 
 class SessionSandbox:

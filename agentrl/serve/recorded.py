@@ -15,39 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import TrainerConfig
-from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, TrajectoryGroup, Turn
-
-
-def trajectory_from_json(data: dict[str, Any]) -> Trajectory:
-    """The inverse of `agentrl.types.trajectory_to_json`."""
-    turns = tuple(
-        Turn(
-            completion_ids=tuple(t["completion_ids"]),
-            logprobs=tuple(t["logprobs"]),
-            entropies=tuple(t["entropies"]),
-            text="",
-            tool_calls=tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in t["tool_calls"]),
-            tool_results=tuple(ToolResult.from_json(r) for r in t["tool_results"]),
-            observation_ids=tuple(t["observation_ids"]),
-            parse_error=t.get("parse_error"),
-            reward=t.get("reward"),
-            reward_components=dict(t.get("reward_components") or {}),
-        )
-        for t in data["turns"]
-    )
-    return Trajectory(
-        task_id=data["task_id"],
-        group_id=data["group_id"],
-        trajectory_id=data["trajectory_id"],
-        prompt_ids=tuple(data["prompt_ids"]),
-        turns=turns,
-        stop_reason=StopReason(data["stop_reason"]),
-        messages=tuple(data.get("messages") or ()),
-        reward=data.get("reward"),
-        reward_components=dict(data.get("reward_components") or {}),
-        policy_version=data.get("policy_version", 0),
-        answer=data.get("answer"),
-    )
+from agentrl.errors import InputError
+from agentrl.types import Task, Trajectory, TrajectoryGroup, trajectory_from_json
 
 
 def load_recorded(path: str | Path) -> list[dict[str, Any]]:
@@ -97,10 +66,10 @@ def sampling_temperature(episodes: Sequence[Any]) -> float:
     """The one temperature the episodes were sampled at (the learner must score at the same one)."""
     temps = {t for e in episodes for t in (e["temperatures"] if isinstance(e, dict) else e.temperatures)}
     if len(temps) != 1:
-        raise ValueError(f"recorded episodes were sampled at several temperatures {sorted(temps)}; train them apart")
+        raise InputError(f"recorded episodes were sampled at several temperatures {sorted(temps)}; train them apart")
     (temperature,) = temps
     if temperature <= 0:
-        raise ValueError("greedy (temperature 0) episodes have no sampling distribution to train on")
+        raise InputError("greedy (temperature 0) episodes have no sampling distribution to train on")
     return temperature
 
 

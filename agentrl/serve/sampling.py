@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentrl.errors import InputError
 from agentrl.protocols import SamplingParams
 
 MAX_CHOICES = 16
 
 
-class RequestError(Exception):
+class RequestError(InputError):
     """A malformed or unsatisfiable request: answered with 4xx and an OpenAI-style error body."""
 
     def __init__(

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import time
 
+from agentrl.errors import InfraError
 
-class Overloaded(RuntimeError):
+
+class Overloaded(InfraError):
     """The queue of this toolset is full: try again later."""
 
 

@@ -19,8 +19,8 @@ Requests the server does not deduplicate (opening and forking a session) are ret
 have reached it (connection refused or timed out) or it refused them (503). A server whose last attempt could
 not even connect is marked down for `down_for_s`: meanwhile its sessions' requests fail at once instead of each
 waiting through the retries again, and new sessions go to the other servers (a down server is tried last, once).
-What cannot be served raises a `ToolServerError`, which ends the episode as an infrastructure failure
-(`StopReason.INFRA_ERROR`), not as a mistake of the policy:
+What cannot be served raises a `ToolServerError` (an `agentrl.errors.InfraError`), which ends the episode as an
+infrastructure failure (`StopReason.INFRA_ERROR`), not as a mistake of the policy:
 
     ToolServerError            the server refused the request (unknown tool names, bad token, ...)
      ├── ToolServerUnavailable the server stayed unreachable through all retries (or is marked down)
@@ -49,7 +49,10 @@ from typing import Any, Self
 
 import httpx
 
+from agentrl.errors import SessionNotFound, ToolServerError, ToolServerUnavailable
 from agentrl.types import ToolCall, ToolResult
+
+__all__ = ["SessionNotFound", "ToolClient", "ToolServerError", "ToolServerUnavailable"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,22 +63,6 @@ _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _DOWN_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
 _REFUSED_STATUS = 503
 _IN_PROCESS_URL = "http://agentrl-tools.local"
-
-
-class ToolServerError(RuntimeError):
-    """The tool server could not serve a request; the episode is an infrastructure failure."""
-
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
-class ToolServerUnavailable(ToolServerError):
-    """The tool server stayed unreachable (or overloaded) through every retry."""
-
-
-class SessionNotFound(ToolServerError):
-    """The server does not know the session: it was closed, or the server restarted and lost it."""
 
 
 class ToolClient:

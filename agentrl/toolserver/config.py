@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentrl.errors import ConfigError
 from agentrl.sandbox.config import SandboxConfig
 
 
@@ -26,6 +27,6 @@ class ToolServerConfig:
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_concurrent_calls", "tool_timeout_s"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.max_queued_calls < 0 or self.session_ttl_s < 0:
-            raise ValueError("max_queued_calls and session_ttl_s must not be negative")
+            raise ConfigError("max_queued_calls and session_ttl_s must not be negative")

@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
+from agentrl.errors import ConfigError, InfraError
+
 logger = logging.getLogger(__name__)
 
 TOKEN_ENV = "AGENTRL_TOOL_SERVER_TOKEN"
@@ -46,7 +48,7 @@ class ToolServerReplicas:
         overrides: Sequence[str] = (),
     ) -> None:
         if replicas < 1:
-            raise ValueError(f"replicas must be at least 1, got {replicas}")
+            raise ConfigError(f"replicas must be at least 1, got {replicas}")
         self.tools = tools
         self.host = host
         self.ports = [port + i for i in range(replicas)]
@@ -121,7 +123,7 @@ class ToolServerReplicas:
 def _wait_healthy(url: str, process: subprocess.Popen[bytes], deadline: float) -> None:
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"tool server for {url} exited with {process.returncode} before it was ready")
+            raise InfraError(f"tool server for {url} exited with {process.returncode} before it was ready")
         try:
             if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
                 return

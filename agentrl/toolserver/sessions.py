@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.errors import InputError, SandboxError
 from agentrl.sandbox.provider import SandboxProvider
-from agentrl.sandbox.result import SandboxError
 from agentrl.sandbox.session_sandbox import SessionSandbox
 from agentrl.tool import FunctionTool
 from agentrl.toolserver.admission import Admission, Overloaded
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 _UNKNOWN_TOOL_LABEL = "_unknown"
 
 
-class SessionError(Exception):
+class SessionError(InputError):
     """A request the server cannot serve; `status` is the HTTP status the app answers with."""
 
     def __init__(self, status: int, message: str) -> None:

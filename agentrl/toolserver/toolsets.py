@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib
 import inspect
 import logging
 import types
@@ -17,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.errors import ConfigError
+from agentrl.registry import import_path
 from agentrl.tool import FunctionTool, collect_tools
 
 logger = logging.getLogger(__name__)
@@ -89,49 +90,25 @@ def resolve_toolsets(specs: Sequence[object | str]) -> list[Toolset]:
     for toolset in toolsets:
         for name, tool in toolset.tools.items():
             if name in owners and owners[name][1] is not tool:
-                raise ValueError(f"tool name {name!r} is defined by both {owners[name][0].label} and {toolset.label}")
+                raise ConfigError(f"tool name {name!r} is defined by both {owners[name][0].label} and {toolset.label}")
             owners[name] = (toolset, tool)
     return toolsets
 
 
-def load(path: str) -> Any:
-    """Import `"pkg.module"`, `"pkg.module:Attr"` or `"pkg.module.Attr"`."""
-    if ":" in path:
-        module_name, _, attribute = path.partition(":")
-        return _getattr_path(importlib.import_module(module_name), attribute, path)
-    try:
-        return importlib.import_module(path)
-    except ModuleNotFoundError as exc:
-        module_name, _, attribute = path.rpartition(".")
-        if not module_name or exc.name != path:
-            raise
-        return _getattr_path(importlib.import_module(module_name), attribute, path)
-
-
-def _getattr_path(module: types.ModuleType, attribute: str, path: str) -> Any:
-    obj: Any = module
-    for part in attribute.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ImportError(f"cannot import {path!r}: {part!r} not found") from None
-    return obj
-
-
 def _resolve(spec: object | str) -> Toolset:
-    obj = load(spec) if isinstance(spec, str) else spec
+    obj = import_path(spec) if isinstance(spec, str) else spec
     label = spec if isinstance(spec, str) else getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
     if isinstance(obj, (FunctionTool, types.ModuleType)):
         tools, cls = collect_tools(obj), None
     elif isinstance(obj, type):
         tools, cls = collect_tools(obj), obj
     else:
-        raise TypeError(
+        raise ConfigError(
             f"toolset {label!r} is a {type(obj).__name__}; expected a @tool function, a module, "
             "a toolset class, or a dotted import path"
         )
     if not tools:
-        raise ValueError(f"toolset {label!r} defines no @tool functions")
+        raise ConfigError(f"toolset {label!r} defines no @tool functions")
     return Toolset(label=str(label), tools={t.name: t for t in tools}, cls=cls)
 
 

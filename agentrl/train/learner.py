@@ -35,6 +35,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from agentrl.config import TrainerConfig
+from agentrl.errors import ConfigError
 from agentrl.registry import resolve
 from agentrl.train.losses import (
     AGGREGATION_MODES,
@@ -114,7 +115,7 @@ class Learner:
     ) -> None:
         if config.loss_agg not in AGGREGATION_MODES:
             known = ", ".join(AGGREGATION_MODES)
-            raise ValueError(f"unknown trainer.loss_agg {config.loss_agg!r}; known: {known}")
+            raise ConfigError(f"unknown trainer.loss_agg {config.loss_agg!r}; known: {known}")
         if config.kl_coef > 0 and ref_model is None and not _is_peft_model(model):
             raise ValueError(
                 "trainer.kl_coef > 0 needs a reference policy: pass ref_model=..., or train a LoRA (peft) "

@@ -23,6 +23,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from agentrl.errors import ConfigError
+
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, Tensor]]]
 
 POLICY_LOSSES: dict[str, PolicyLossFn] = {}
@@ -223,7 +225,7 @@ def aggregate(
         return (masked_B_T.sum(-1) / tokens_B).sum() / max(num_sequences, 1)
     if mode == "seq-mean-token-sum-norm":
         return masked_B_T.sum() / max(num_sequences * max_tokens, 1)
-    raise ValueError(f"unknown loss aggregation {mode!r}; known: {', '.join(AGGREGATION_MODES)}")
+    raise ConfigError(f"unknown loss aggregation {mode!r}; known: {', '.join(AGGREGATION_MODES)}")
 
 
 def kl_k3(logprobs_B_T: Tensor, ref_logprobs_B_T: Tensor) -> Tensor:

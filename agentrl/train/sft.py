@@ -13,6 +13,7 @@ recovery from it while teaching only the recovery.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import re
@@ -20,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agentrl.errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,22 @@ class SFTSettings:
     stop_at_loss: float | None = None
     """Stop early once the training loss, averaged over a logging window (`logging_steps`), falls below this;
     None trains to the end."""
+
+
+def read_conversations(path: str | Path) -> list[dict[str, Any]]:
+    """The conversations of a JSONL file, one `{"messages": [...], "tools": [...]}` object a line."""
+    conversations = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{number}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+            raise InputError(f'{path}:{number}: expected {{"messages": [...], "tools": [...]}}')
+        conversations.append(row)
+    return conversations
 
 
 def run_sft(

@@ -17,26 +17,25 @@ from typing import Any
 
 from agentrl.scaffolds.swe import bundled
 from agentrl.scaffolds.swe.grading import TEST_TIMEOUT_S, GradeResult, grade_many
-from agentrl.scaffolds.swe.instances import SweInstance, load_instances
+from agentrl.scaffolds.swe.instances import SweInstance, load_instances, read_json_rows
 from agentrl.scaffolds.swe.synthesis import SynthesisReport, synthesize
+
+from agentrl.errors import ConfigError, InputError
 
 
 def task_source(tasks: str | Path | None, repos_dir: str | Path | None) -> tuple[list[SweInstance], str]:
     """The instances of a task file (default: the bundled tasks) and the directory holding their repositories."""
     is_bundled = tasks is None or Path(tasks).resolve() == bundled.TASKS_FILE.resolve()
     if repos_dir is None and not is_bundled:
-        raise ValueError("--repos-dir is needed for tasks other than the bundled ones (nothing is downloaded)")
+        raise ConfigError("--repos-dir is needed for tasks other than the bundled ones (nothing is downloaded)")
     return load_instances(tasks or bundled.TASKS_FILE), str(repos_dir or bundled.repos_dir())
 
 
 def load_predictions(path: str | Path) -> list[dict[str, Any]]:
-    text = Path(path).read_text()
-    rows = (
-        json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
-    )
+    rows = read_json_rows(path)
     for row in rows:
         if "instance_id" not in row or "model_patch" not in row:
-            raise ValueError(f"{path}: every prediction needs instance_id and model_patch, got keys {sorted(row)}")
+            raise InputError(f"{path}: every prediction needs instance_id and model_patch, got keys {sorted(row)}")
     return rows
 
 
@@ -55,7 +54,7 @@ def grade_predictions(
     rows = load_predictions(predictions)
     unknown = [r["instance_id"] for r in rows if r["instance_id"] not in instances]
     if unknown:
-        raise ValueError(f"predictions for unknown instances: {', '.join(unknown[:5])}")
+        raise InputError(f"predictions for unknown instances: {', '.join(unknown[:5])}")
     jobs = [(instances[r["instance_id"]], r["model_patch"] or "") for r in rows]
     results = asyncio.run(grade_many(jobs, repos, concurrency=concurrency, test_timeout_s=test_timeout_s))
     out_path = Path(out) if out else Path(predictions).with_suffix(".results.jsonl")

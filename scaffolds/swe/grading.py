@@ -31,9 +31,9 @@ from typing import Any
 from agentrl.scaffolds.swe.instances import SweInstance, repository_archive_b64
 from agentrl.tools.swe import workspace
 
+from agentrl.errors import SandboxError
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.sandbox.provider import SandboxProvider
-from agentrl.sandbox.result import SandboxError
 
 TEST_TIMEOUT_S = 60.0
 """Longest the FAIL_TO_PASS and PASS_TO_PASS run may take."""

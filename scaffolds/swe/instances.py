@@ -22,6 +22,7 @@ from typing import Any
 
 from agentrl.scaffolds.swe.repo_build import archive
 
+from agentrl.errors import InputError
 from agentrl.types import Task
 
 
@@ -49,7 +50,7 @@ class SweInstance:
             k for k in ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS") if k not in row
         ]
         if missing:
-            raise ValueError(f"SWE instance {row.get('instance_id', '?')} lacks {', '.join(missing)}")
+            raise InputError(f"SWE instance {row.get('instance_id', '?')} lacks {', '.join(missing)}")
         return cls(
             instance_id=str(row["instance_id"]),
             repo=str(row["repo"]),
@@ -99,13 +100,26 @@ def load_instances(path: str | Path) -> list[SweInstance]:
         datasets.disable_progress_bars()
         rows: list[dict[str, Any]] = list(datasets.load_dataset("parquet", data_files=str(path), split="train"))
     else:
-        text = path.read_text()
-        rows = (
-            json.loads(text)
-            if text.lstrip().startswith("[")
-            else [json.loads(x) for x in text.splitlines() if x.strip()]
-        )
+        rows = read_json_rows(path)
     return [SweInstance.from_record(row) for row in rows]
+
+
+def read_json_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The objects of a JSON list or a JSONL file; an `InputError` names what is not a JSON object."""
+    text = Path(path).read_text()
+    whole = text.lstrip().startswith("[")
+    lines = enumerate(text.splitlines(), start=1)
+    chunks = [(str(path), text)] if whole else [(f"{path}:{n}", line) for n, line in lines if line.strip()]
+    rows: list[Any] = []
+    for where, chunk in chunks:
+        try:
+            value = json.loads(chunk)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{where}: not JSON ({e.msg})") from None
+        rows += value if whole else [value]
+    if not all(isinstance(row, dict) for row in rows):
+        raise InputError(f"{path}: every row must be a JSON object")
+    return rows
 
 
 def repository_archive(instance: SweInstance, repos_dir: str | Path) -> bytes:

@@ -211,10 +211,10 @@ async def test_a_worker_that_fails_to_restart_keeps_the_workspace(sandbox_root: 
     its files: the failed start is a sandbox_error, and the next start finds the workspace where it was."""
     from dataclasses import replace
 
+    from agentrl.errors import SandboxError
     from agentrl.sandbox.bwrap import BwrapBackend
     from agentrl.sandbox.local import LocalSandbox
     from agentrl.sandbox.processes import kill_tree, wait_gone
-    from agentrl.sandbox.result import SandboxError
 
     config = SandboxConfig(root_dir=str(sandbox_root))
     backend = BwrapBackend(config)

@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar
 import httpx
 import pytest
 
+from agentrl.errors import ConfigError
 from agentrl.testing import ECHO_STAMP, Counter, metric_value, serve_in_thread
 from agentrl.tool import tool
 from agentrl.toolserver.app import create_app
@@ -268,7 +269,7 @@ def test_duplicate_tool_names_are_rejected() -> None:
 def test_dotted_path_forms_resolve() -> None:
     for spec in ("agentrl.testing.Counter", "agentrl.testing:Counter"):
         assert create_app([spec]).state.tool_server.tools.keys() == {"increment", "value"}
-    with pytest.raises(ImportError):
+    with pytest.raises(ConfigError, match="'agentrl.testing' has no attribute 'Nothing'"):
         create_app(["agentrl.testing:Nothing"])
 
 

@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 
-from agentrl.config import ConfigError, RunConfig, dump_toml, field_docs, load_config
+from agentrl.config import RunConfig, dump_toml, field_docs, load_config
+from agentrl.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

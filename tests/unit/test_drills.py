@@ -13,10 +13,10 @@ from agentrl.scaffolds.swe import bundled
 from agentrl.scaffolds.swe.scaffold import SYSTEM_PROMPT as SWE_SYSTEM_PROMPT
 from agentrl.tools.files import FileEditor
 
+from agentrl.errors import ToolError
 from agentrl.tiny.build import gui_drills, gui_pages, swe_drills
 from agentrl.tiny.build import swe_expressions as drill_expressions
 from agentrl.tiny.tokenizer import render
-from agentrl.tool import ToolError
 
 pytestmark = pytest.mark.unit
 

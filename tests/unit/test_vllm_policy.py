@@ -82,14 +82,15 @@ async def test_engine_samples_token_ids_and_takes_new_weights(tiny_tokenizer):
     await policy.aclose()
 
 
-def test_the_vllm_backend_without_vllm_is_a_clear_config_error() -> None:
+def test_the_vllm_backend_without_vllm_is_a_clear_dependency_error() -> None:
     import importlib.util
 
     from agentrl.config import load_config
+    from agentrl.errors import DependencyError
     from agentrl.policy import build_policy
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed")
     config = load_config(None, ["policy.backend=vllm"])
-    with pytest.raises(ValueError, match=r"agentrl\[vllm\]"):
+    with pytest.raises(DependencyError, match=r"agentrl\[vllm\]"):
         build_policy(config.policy, None, None)

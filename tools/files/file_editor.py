@@ -11,7 +11,8 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from agentrl.tool import ToolError, tool
+from agentrl.errors import ToolError
+from agentrl.tool import tool
 
 VIEW_LINES = 400
 """Lines shown when `view` is given no range."""

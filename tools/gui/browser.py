@@ -38,7 +38,8 @@ from agentrl.tools.gui.page_snapshot import (
     outline_elements,
 )
 
-from agentrl.tool import ToolError, tool
+from agentrl.errors import ToolError
+from agentrl.tool import tool
 
 DEFAULT_ALLOWED_ORIGINS = "http://127.0.0.1:*,http://localhost:*"
 ACTION_TIMEOUT_MS = 5_000

@@ -13,6 +13,8 @@ import os
 import shutil
 from typing import Any
 
+from agentrl.errors import DependencyError
+
 CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -79,7 +81,7 @@ async def _launch() -> tuple[Any, Any]:
 
     reason = gui_unavailable_reason()
     if reason is not None:
-        raise RuntimeError(f"the GUI toolset cannot start: {reason}")
+        raise DependencyError(f"the GUI toolset cannot start: {reason}")
     driver = await async_playwright().start()
     try:
         browser = await driver.chromium.launch(executable_path=chromium_path(), args=list(CHROMIUM_ARGS))

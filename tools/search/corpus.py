@@ -7,6 +7,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentrl.errors import InputError
+
 
 @dataclass(frozen=True)
 class Document:
@@ -36,7 +38,7 @@ class Corpus:
         self._by_id: dict[str, Document] = {}
         for doc in self.documents:
             if doc.id in self._by_id:
-                raise ValueError(f"{source}: duplicate document id {doc.id!r}")
+                raise InputError(f"{source}: duplicate document id {doc.id!r}")
             self._by_id[doc.id] = doc
 
     @classmethod
@@ -63,7 +65,7 @@ def _parse(lines: Iterable[str], source: str) -> Iterator[Document]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{source}:{number}: not JSON ({exc.msg})") from None
+            raise InputError(f"{source}:{number}: not JSON ({exc.msg})") from None
         if not isinstance(record, dict) or record.get("id") in (None, "") or not isinstance(record.get("text"), str):
-            raise ValueError(f'{source}:{number}: expected {{"id", "title", "text"}} with a string text')
+            raise InputError(f'{source}:{number}: expected {{"id", "title", "text"}} with a string text')
         yield Document(id=str(record["id"]), title=str(record.get("title") or record["id"]), text=record["text"])

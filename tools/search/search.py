@@ -24,7 +24,8 @@ from agentrl.tools.search.corpus import Corpus
 from agentrl.tools.search.index import BM25Index
 from pydantic import Field
 
-from agentrl.tool import ToolError, tool
+from agentrl.errors import ToolError
+from agentrl.tool import tool
 
 CORPUS_ENV = "AGENTRL_SEARCH_CORPUS"
 """Environment variable naming the JSONL corpus of `Search` (read when the index is built)."""

@@ -20,7 +20,8 @@ from typing import Annotated, Any, ClassVar
 import httpx
 from pydantic import Field
 
-from agentrl.tool import ToolError, tool
+from agentrl.errors import ToolError
+from agentrl.tool import tool
 
 _RESULT_PATHS = (("results",), ("web", "results"), ("organic",), ("items",))
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from agentrl.tools.swe import workspace
 
-from agentrl.tool import ToolError, tool
+from agentrl.errors import ToolError
+from agentrl.tool import tool
 
 TEST_TIMEOUT_S = 60.0
 """Longest a `run_tests` call may take (the sandbox's own call timeout may cut it shorter)."""

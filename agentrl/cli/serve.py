@@ -1,0 +1,119 @@
+"""`agentrl serve-tools` and `agentrl serve`: the tool server and the OpenAI-compatible model server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentrl.cli.train import MODEL_HELP
+
+serve_app = typer.Typer()
+
+
+@serve_app.command("serve-tools")
+def serve_tools(
+    tools: Annotated[str, typer.Option(help="Comma-separated toolset names or import paths.")] = "echo",
+    host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (the first one with --replicas).")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="AGENTRL_TOOL_SERVER_TOKEN", help="Require `Authorization: Bearer TOKEN`."),
+    ] = None,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Start this many server processes on consecutive ports and print their URLs (give them all to "
+            "the client: `tool_servers=URL,URL`). Not one port with several workers: session state lives in "
+            "one process, and workers sharing a port could not keep a session's requests on it.",
+        ),
+    ] = 1,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="TOML file of server limits and sandbox settings (ToolServerConfig)."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override one setting, repeatable: `max_sessions=512`, `sandbox.memory_mb=4096`, "
+            "`sandbox.allow_network=true`, `sandbox.backend=e2b` (see `agentrl serve-tools --settings`).",
+        ),
+    ] = None,
+    settings: Annotated[bool, typer.Option("--settings", help="List every setting with its default and exit.")] = False,
+) -> None:
+    """Serve toolsets over the agentrl tool-server HTTP API."""
+    from agentrl.config import field_docs, load_config
+    from agentrl.registry import TOOLSETS
+    from agentrl.toolserver.app import serve
+    from agentrl.toolserver.config import ToolServerConfig
+
+    if settings:
+        for key, default, doc in field_docs(ToolServerConfig):
+            typer.echo(f"{key} = {default}\n    {doc}")
+        return
+    overrides = list(set_ or [])
+    server_config = load_config(config, overrides, cls=ToolServerConfig)
+    if replicas > 1:
+        _serve_tool_replicas(
+            tools, host=host, port=port, token=token, replicas=replicas, config=config, overrides=overrides
+        )
+        return
+    specs = [TOOLSETS.get(t.strip(), t.strip()) for t in tools.split(",") if t.strip()]
+    serve(specs, host=host, port=port, token=token, config=server_config)
+
+
+def _serve_tool_replicas(
+    tools: str,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    replicas: int,
+    config: Path | None,
+    overrides: list[str],
+) -> None:
+    import signal
+
+    from agentrl.errors import InfraError, one_line
+    from agentrl.toolserver.replicas import ToolServerReplicas
+
+    def stop_on_sigterm(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    servers = ToolServerReplicas(
+        tools, replicas=replicas, host=host, port=port, token=token, config=config, overrides=overrides
+    )
+    try:
+        for url, process in zip(servers.start(), servers.processes, strict=True):
+            typer.echo(f"tool server {url} (pid {process.pid})")
+        typer.echo(f"tool_servers={','.join(servers.urls)}")
+        code = servers.wait()
+    except (InfraError, TimeoutError) as e:  # a replica did not start (port taken, bad toolset, ...)
+        typer.secho(f"error: {one_line(e)}", fg="red", err=True)
+        code = 2
+    except KeyboardInterrupt:
+        code = 0
+    finally:
+        servers.stop()
+    raise typer.Exit(code)
+
+
+@serve_app.command()
+def serve(
+    model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tiny",
+    host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    record: Annotated[bool, typer.Option(help="Gateway mode: record sessions as token-exact trajectories.")] = False,
+    record_dir: Annotated[Path | None, typer.Option(help="Append recorded episodes to DIR/sessions.jsonl.")] = None,
+    device: Annotated[str, typer.Option(help="Torch device: auto, cpu, cuda, …")] = "auto",
+) -> None:
+    """Serve a local checkpoint over an OpenAI-compatible API (chat with tools, token-id completions)."""
+    from agentrl.serve.app import serve_model
+
+    recording = " (recording sessions)" if record or record_dir else ""
+    typer.echo(f"serving {model} on http://{host}:{port}/v1{recording}")
+    serve_model(model, host=host, port=port, record=record, record_dir=record_dir, device=device)

@@ -1,0 +1,112 @@
+"""`agentrl train`, `agentrl sft`, `agentrl train-recorded` and `agentrl report`: making and reading checkpoints."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+MODEL_HELP = "`tiny`, `tiny-extended`, `tiny-swe`, a checkpoint path, or a cached hub id."
+train_app = typer.Typer()
+
+
+def _config_help() -> str:
+    from agentrl.config import RunConfig, field_docs
+
+    return "\n".join(f"  {name} = {default}\n      {doc}" for name, default, doc in field_docs(RunConfig))
+
+
+@train_app.command(context_settings={"help_option_names": ["-h", "--help"]})
+def train(
+    overrides: Annotated[list[str] | None, typer.Argument(help="Config overrides: key.sub=value …")] = None,
+    scaffold: Annotated[str | None, typer.Option(help="Scaffold name or import path (`a+b` mixes).")] = None,
+    model: Annotated[str | None, typer.Option(help=MODEL_HELP)] = None,
+    config: Annotated[Path | None, typer.Option("-c", "--config", help="TOML config file.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Resume the run in this directory.")] = None,
+    name: Annotated[str | None, typer.Option(help="Run name (directory under output_dir).")] = None,
+    help_config: Annotated[bool, typer.Option("--help-config", help="List every config field and exit.")] = False,
+) -> None:
+    """Train a policy with RL. With no arguments: the shipped tiny policy on the bundled code+search tasks."""
+    from agentrl.config import load_config
+    from agentrl.errors import AgentRLError, ConfigError
+    from agentrl.runlog.report import report
+    from agentrl.trainer import Trainer
+
+    if help_config:
+        typer.echo(_config_help())
+        raise typer.Exit()
+    extra = list(overrides or [])
+    extra += [f"scaffold={scaffold}"] if scaffold else []
+    extra += [f"policy.model={model}"] if model else []
+    extra += [f"name={name}"] if name else []
+    if resume is not None:
+        if not (resume / "config.toml").exists():
+            raise ConfigError(f"{resume} is not a run directory (no config.toml)")
+        trainer = Trainer.from_run_dir(resume, extra)
+    else:
+        cfg = load_config(config, extra)
+        run_dir = Path(cfg.output_dir) / (cfg.name or time.strftime("%Y%m%d-%H%M%S"))
+        if (run_dir / "checkpoints").exists():
+            raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another --name")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        trainer = Trainer(cfg, run_dir)
+    typer.echo(f"run directory: {trainer.run_dir}")
+    try:
+        trainer.run()
+    except AgentRLError as e:  # the run directory holds the last checkpoint: say how to go on from it
+        e.args = (f"{e} (continue with: agentrl train --resume {trainer.run_dir})",)
+        raise
+    typer.echo(report(trainer.run_dir))
+
+
+@train_app.command()
+def sft(
+    data: Annotated[Path, typer.Option(help='JSONL of conversations: {"messages": [...], "tools": [...]}')],
+    output: Annotated[Path, typer.Option(help="Where to save the fine-tuned model.")],
+    model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tiny",
+    epochs: Annotated[float, typer.Option(help="Passes over the data.")] = 1.0,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
+) -> None:
+    """Supervised fine-tuning on tool-use conversations (trl SFTTrainer, assistant-only loss)."""
+    import torch
+
+    from agentrl.config import PolicyConfig
+    from agentrl.policy import load_model_and_tokenizer
+    from agentrl.train.sft import SFTSettings, read_conversations, run_sft
+
+    conversations = read_conversations(data)
+    model_obj, tokenizer = load_model_and_tokenizer(PolicyConfig(model=model))
+    settings = SFTSettings(epochs=epochs, lr=lr, use_cpu=not torch.cuda.is_available())
+    metrics = run_sft(model_obj, tokenizer, conversations, output_dir=str(output), settings=settings)
+    model_obj.save_pretrained(output)
+    tokenizer.save_pretrained(output)
+    typer.echo(f"saved to {output}: {metrics}")
+
+
+@train_app.command("train-recorded")
+def train_recorded_command(
+    sessions: Annotated[Path, typer.Argument(help="A gateway's --record-dir (or its sessions.jsonl).")],
+    output: Annotated[Path, typer.Option(help="Where to save the trained checkpoint.")],
+    model: Annotated[str, typer.Option(help="The checkpoint that served the sessions.")] = "tiny",
+    steps: Annotated[int, typer.Option(help="Learner steps over the recorded sessions.")] = 1,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-5,
+) -> None:
+    """Train on recorded gateway sessions (rewarded, history intact), grouped by task, and save the result."""
+    from agentrl.config import TrainerConfig
+    from agentrl.serve.recorded import train_recorded
+
+    history = train_recorded(sessions, model=model, output=output, steps=steps, config=TrainerConfig(lr=lr))
+    typer.echo(f"sessions: {history[0]['report']}")
+    for k, stats in enumerate(history, start=1):
+        typer.echo(f"step {k}: " + ", ".join(f"{key} {v:.4g}" for key, v in stats.items() if key != "report"))
+    typer.echo(f"saved to {output}")
+
+
+@train_app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Draw a run's plots and print its summary."""
+    from agentrl.runlog.report import report as make_report
+
+    typer.echo(make_report(run_dir))
