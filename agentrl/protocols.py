@@ -14,12 +14,16 @@ Implementations match these shapes; they never inherit from them. To extend agen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import types
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from agentrl.sandbox.result import ExecResult
-from agentrl.types import Completion, Task, ToolCall, ToolResult, Trajectory
+from agentrl.types import Completion, Task, ToolCall, ToolResult, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from agentrl.tool import FunctionTool
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,33 @@ class ToolBackend(Protocol):
     async def open_session(self, tools: Sequence[str] | None = None) -> ToolSession: ...
 
 
+ToolsetSpec: TypeAlias = "str | types.ModuleType | type | FunctionTool"
+"""What a tool server can serve: a registry name or dotted import path, a module (its module-level tools), a
+toolset class (one instance per session), or an `agentrl.tool.FunctionTool`."""
+
+
+@runtime_checkable
+class ForkPoint(Protocol):
+    """An episode right after a tool round, before its next policy turn: where ARPO/AEPO branch."""
+
+    @property
+    def turns(self) -> tuple[Turn, ...]: ...
+
+    @property
+    def trajectory_id(self) -> str: ...
+
+    async def fork(
+        self, *, trajectory_id: str, seed: int, on_tool_round: OnToolRound | None = None
+    ) -> Awaitable[Trajectory]:
+        """Fork the tool session now and return the branch's episode, not started: it shares every token so far
+        and samples its own turns from `seed`. Raises an `InfraError` when the session cannot be forked."""
+        ...
+
+
+OnToolRound: TypeAlias = Callable[[ForkPoint], Awaitable[None]]
+"""Awaited after every tool round the policy will see, with the point the episode can branch from."""
+
+
 @runtime_checkable
 class Scaffold(Protocol):
     """A multi-turn agent loop with its bundled tasks."""
@@ -88,17 +119,31 @@ class Scaffold(Protocol):
 
     def tasks(self, split: str) -> Sequence[Task]: ...
 
-    def toolsets(self) -> Sequence[str]:
-        """Dotted paths (or registry names) of the toolsets the tool server must serve."""
+    def toolsets(self) -> Sequence[ToolsetSpec]:
+        """The toolsets the tool server must serve for this scaffold's episodes."""
         ...
 
     def reward_names(self) -> Sequence[str]:
-        """Default rewards for this scaffold's tasks."""
+        """Default rewards for this scaffold's tasks (registry names or import paths, `name:weight` allowed)."""
         ...
 
     async def run(
-        self, task: Task, policy: Policy, tools: ToolBackend, *, group_id: str, trajectory_id: str
-    ) -> Trajectory: ...
+        self,
+        task: Task,
+        policy: Policy,
+        tools: ToolBackend,
+        *,
+        group_id: str,
+        trajectory_id: str,
+        seed: int | None = None,
+        on_tool_round: OnToolRound | None = None,
+    ) -> Trajectory:
+        """One episode of `task`. `seed` makes its sampling reproducible (the rollout engine derives one per
+        trajectory, so a resumed run draws what an uninterrupted one would); `on_tool_round`, when given, is
+        awaited after every tool round with a `ForkPoint` (branching rollouts). Failures of the infrastructure end
+        the episode as `StopReason.INFRA_ERROR`; measurements of the environment after the last turn go to
+        `Trajectory.measurements`."""
+        ...
 
 
 @runtime_checkable

@@ -19,6 +19,10 @@ they cannot pass for zero-reward samples.
 trajectories concurrently), so each component's cost is its own: the trainer logs `reward_cost/<name>/seconds`,
 `reward_cost/<name>/policy_forwards` and the per-step increase of the reward's `stats` counters.
 
+The bookkeeping around scoring lives here too: `component_metrics` (the mean of every component and
+measurement), `reward_counters` (the cumulative counters of rewards that keep `stats`) and `apply_filters` (the
+group filters of `reward_filters=[...]`, such as those in `agentrl.rewards.combinators`, with what each removed).
+
 Anything with an `as_reward()` method (an `agentrl.judge.Judge`, say) can stand wherever a reward can.
 """
 
@@ -32,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.types import Task, Trajectory
+from agentrl.types import Task, Trajectory, TrajectoryGroup
 
 TRAJECTORY_INPUTS = frozenset({"task", "trajectory", "answer", "messages", "tool_results", "policy"})
 LEVELS = ("trajectory", "turn", "turns")
@@ -188,14 +192,23 @@ def _cost_counters(r: Reward, policy: Any) -> dict[str, float]:
     forwards = getattr(getattr(policy, "score_stats", None), "forwards", None)
     if forwards is not None:
         out["policy_forwards"] = float(forwards)
-    stats = getattr(getattr(r.fn, "__self__", None), "stats", None)
-    if dataclasses.is_dataclass(stats) and not isinstance(stats, type):
-        for k, v in dataclasses.asdict(stats).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                # a reward's own `seconds` sums its requests' latencies (concurrent ones overlap): kept apart from
-                # the phase's wall time, `reward_cost/<name>/seconds`
-                out["busy_seconds" if k == "seconds" else k] = float(v)
+    for k, v in _reward_stats(r).items():
+        # a reward's own `seconds` sums its requests' latencies (concurrent ones overlap): kept apart from the
+        # phase's wall time, `reward_cost/<name>/seconds`
+        out["busy_seconds" if k == "seconds" else k] = v
     return out
+
+
+def _reward_stats(r: Reward) -> dict[str, float]:
+    """The numeric fields of the `stats` dataclass a reward's object keeps (judges, local PRMs), if any."""
+    stats = getattr(getattr(r.fn, "__self__", None), "stats", None)
+    if not dataclasses.is_dataclass(stats) or isinstance(stats, type):
+        return {}
+    return {
+        k: float(v)
+        for k, v in dataclasses.asdict(stats).items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def _with_turn_reward(turn: Any, values: dict[str, tuple]) -> Any:
@@ -214,3 +227,53 @@ def _has_weight(spec: str) -> bool:
     except ValueError:
         return False
     return bool(head)
+
+
+# --- bookkeeping around scoring ---------------------------------------------------------------------------------
+
+GroupFilter = Callable[[list[TrajectoryGroup]], list[TrajectoryGroup]]
+"""A reward filter: scored groups in, the groups (and trajectories) to train on out."""
+
+
+def component_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    """Mean of every reward component over the trajectories (turns) that did not abstain, and how often each
+    was scored: `reward/<name>`, `reward/<name>/scored`; turn components as `reward/turn/<name>`; and the mean of
+    every scaffold measurement as `measure/<name>`."""
+    values: dict[str, list[float]] = {}
+    trajectories = [t for g in groups for t in g.valid]
+    turns = [turn for t in trajectories for turn in t.turns]
+    for t in trajectories:
+        for name, v in t.reward_components.items():
+            values.setdefault(f"reward/{name}", []).append(v)
+    for turn in turns:
+        for name, v in turn.reward_components.items():
+            values.setdefault(f"reward/turn/{name}", []).append(v)
+    out = {}
+    for key, vs in values.items():
+        out[key] = sum(vs) / len(vs)
+        out[f"{key}/scored"] = len(vs) / max(len(turns) if key.startswith("reward/turn/") else len(trajectories), 1)
+    measured: dict[str, list[float]] = {}
+    for t in trajectories:
+        for name, v in t.measurements.items():
+            measured.setdefault(f"measure/{name}", []).append(v)
+    out.update({key: sum(vs) / len(vs) for key, vs in measured.items()})
+    return out
+
+
+def reward_counters(rewards: Sequence[Reward]) -> dict[str, float]:
+    """Cumulative counters of rewards that keep `stats` (judges: requests, failures, abstentions; local PRMs:
+    forward passes), as `score/<reward>/<counter>`."""
+    return {f"score/{r.name}/{k}": v for r in rewards for k, v in _reward_stats(r).items()}
+
+
+def apply_filters(
+    filters: Sequence[tuple[str, GroupFilter]], groups: list[TrajectoryGroup]
+) -> tuple[list[TrajectoryGroup], dict[str, float]]:
+    """Apply named filters in order; report the trajectories and groups each one removed."""
+    stats: dict[str, float] = {}
+    for name, f in filters:
+        n_traj, n_groups = sum(len(g.trajectories) for g in groups), len(groups)
+        groups = f(groups)
+        stats[f"filter/{name}/dropped_trajectories"] = float(n_traj - sum(len(g.trajectories) for g in groups))
+        stats[f"filter/{name}/dropped_groups"] = float(n_groups - len(groups))
+    return groups, stats

@@ -26,11 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrl.config import ConfigError, RunConfig, dump_toml, load_config
+from agentrl.config import RunConfig, dump_toml, load_config
 from agentrl.credit.assign import assign_credit
+from agentrl.errors import ConfigError, InfraError
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
 from agentrl.registry import load_scaffold
-from agentrl.reward import RewardStack
+from agentrl.reward import RewardStack, apply_filters, component_metrics, reward_counters
 from agentrl.rollout.collect import collect_groups
 from agentrl.rollout.partial import PartialRollouts
 from agentrl.runlog.metrics import MetricsLogger
@@ -59,7 +60,7 @@ class Trainer:
         self.eval_tasks = select_tiers(self.eval_scaffold.tasks("test"), config.tiers)[: config.eval.max_tasks]
         if not self.train_tasks:
             tiers = f" in tiers {list(config.tiers)}" if config.tiers else ""
-            raise ValueError(f"scaffold {config.scaffold!r} has no training tasks{tiers}")
+            raise ConfigError(f"scaffold {config.scaffold!r} has no training tasks{tiers}")
         self.rewards = RewardStack.from_specs(config.rewards or self.scaffold.reward_names())
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
         self.policy = build_policy(config.policy, self.model, self.tokenizer)
@@ -179,7 +180,7 @@ class Trainer:
         trajectories = [t for g in groups for t in g.trajectories]
         if all(t.is_infra_failure for t in trajectories):
             # nothing to learn from, and continuing would hide a broken setup behind empty steps
-            raise RuntimeError(f"every trajectory of step {step} failed: {trajectories[0].error}")
+            raise InfraError(f"every trajectory of step {step} failed: {trajectories[0].error}")
         sampled = sum(t.num_sampled_tokens for t in trajectories)
         stats = {"time/collect_s": seconds, "rollout/tokens_per_s": sampled / max(seconds, 1e-9)}
         if sampler_stats is not None and sampler_stats.batches:
@@ -193,7 +194,6 @@ class Trainer:
         groups and each component's cost is its own); with `filters`, then apply `reward_filters`. What it cost
         and what it removed lands in `self.score_stats`."""
         from agentrl.registry import resolve
-        from agentrl.rewards.combinators import apply_filters, component_metrics, reward_counters
 
         items = [(g.task, t) for g in groups for t in g.trajectories]
         probes = getattr(self.policy, "score_stats", None)

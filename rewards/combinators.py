@@ -1,8 +1,8 @@
-"""Reward combinators: what happens between scoring and credit assignment.
+"""Reward filters: what happens to scored groups between scoring and credit assignment.
 
-The weighted sum itself is `agentrl.reward.RewardStack` (weight 0 = metric only); `component_metrics` logs every
-component. The rest are group filters, `list[TrajectoryGroup] -> list[TrajectoryGroup]`, selected with
-`reward_filters=[...]` and applied in order by `apply_filters`, which also counts what each one removed:
+The weighted sum itself is `agentrl.reward.RewardStack` (weight 0 = metric only). The filters here are
+`list[TrajectoryGroup] -> list[TrajectoryGroup]` (`agentrl.reward.GroupFilter`), selected with
+`reward_filters=[...]` and applied in order by `agentrl.reward.apply_filters`, which counts what each removed:
 
 - `GRAGate`: G-RA (arXiv 2508.10548) — turn rewards only count on trajectories whose outcome clears a gate.
 - `ProfFilter`: PROF (arXiv 2509.03403) — keep the rollouts whose process and outcome rewards agree.
@@ -17,58 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agentrl.rewards.outcome import format_ok
 
 from agentrl.types import Trajectory, TrajectoryGroup
-
-GroupFilter = Callable[[list[TrajectoryGroup]], list[TrajectoryGroup]]
-
-
-def component_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
-    """Mean of every reward component over the trajectories (turns) that did not abstain, and how often each
-    was scored: `reward/<name>`, `reward/<name>/scored`; turn components as `reward/turn/<name>`."""
-    values: dict[str, list[float]] = {}
-    trajectories = [t for g in groups for t in g.valid]
-    turns = [turn for t in trajectories for turn in t.turns]
-    for t in trajectories:
-        for name, v in t.reward_components.items():
-            values.setdefault(f"reward/{name}", []).append(v)
-    for turn in turns:
-        for name, v in turn.reward_components.items():
-            values.setdefault(f"reward/turn/{name}", []).append(v)
-    out = {}
-    for key, vs in values.items():
-        out[key] = sum(vs) / len(vs)
-        out[f"{key}/scored"] = len(vs) / max(len(turns) if key.startswith("reward/turn/") else len(trajectories), 1)
-    return out
-
-
-def reward_counters(rewards: Sequence[Any]) -> dict[str, float]:
-    """Cumulative counters of rewards that keep `stats` (judges: requests, failures, abstentions; local PRMs:
-    forward passes), as `score/<reward>/<counter>`."""
-    out = {}
-    for r in rewards:
-        stats = getattr(getattr(r.fn, "__self__", None), "stats", None)
-        if dataclasses.is_dataclass(stats) and not isinstance(stats, type):
-            out.update({f"score/{r.name}/{k}": float(v) for k, v in dataclasses.asdict(stats).items()})
-    return out
-
-
-def apply_filters(
-    filters: Sequence[tuple[str, GroupFilter]], groups: list[TrajectoryGroup]
-) -> tuple[list[TrajectoryGroup], dict[str, float]]:
-    """Apply named filters in order; report the trajectories and groups each one removed."""
-    stats: dict[str, float] = {}
-    for name, f in filters:
-        n_traj, n_groups = sum(len(g.trajectories) for g in groups), len(groups)
-        groups = f(groups)
-        stats[f"filter/{name}/dropped_trajectories"] = float(n_traj - sum(len(g.trajectories) for g in groups))
-        stats[f"filter/{name}/dropped_groups"] = float(n_groups - len(groups))
-    return groups, stats
 
 
 def outcome_of(trajectory: Trajectory, component: str | None) -> float:

@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agentrl.config import RolloutConfig
-from agentrl.protocols import Policy, SamplingParams, ToolBackend, ToolSession
+from agentrl.errors import InfraError
+from agentrl.protocols import OnToolRound, Policy, SamplingParams, ToolBackend, ToolSession
 from agentrl.rollout.chat import ChatRenderer, ParsedTurn, assistant_message, parse_tool_calls
 from agentrl.tool import collect_tools
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
@@ -99,7 +100,7 @@ class ReactScaffold:
         group_id: str,
         trajectory_id: str,
         seed: int | None = None,
-        on_tool_round: Callable[[ForkPoint], Awaitable[None]] | None = None,
+        on_tool_round: OnToolRound | None = None,
     ) -> Trajectory:
         """One episode. `on_tool_round`, if given, is awaited after every tool round that the policy will see,
         with a `ForkPoint` from which the episode can be branched (ARPO/AEPO rollouts)."""
@@ -133,10 +134,10 @@ class ReactScaffold:
         try:
             session = await open_session()
             reason, answer = await episode.play(session)
-            components = await _finish_episode(self, task, session)
+            measurements = await _finish_episode(self, task, session)
             error = None
         except _EpisodeEnd as end:
-            reason, answer, error, components = end.reason, None, end.error, {}
+            reason, answer, error, measurements = end.reason, None, end.error, {}
         finally:
             if session is not None:
                 try:
@@ -154,7 +155,7 @@ class ReactScaffold:
             policy_version=episode.policy_version,
             error=error,
             answer=answer,
-            reward_components=components,
+            measurements=measurements,
             parent_id=parent_id,
             branch_turn=branch_turn,
         )
@@ -167,28 +168,24 @@ class ReactScaffold:
         return await tools.open_session(names)
 
     async def finish_episode(self, task: Task, session: ToolSession) -> dict[str, float]:
-        """Measurements of the environment after the last turn, before the session closes (a checker's outcome),
-        kept as the trajectory's reward components for rewards to read. None by default."""
+        """Measurements of the environment after the last turn, before the session closes (a checker's outcome):
+        the trajectory's `measurements`, for rewards to read. None by default."""
         return {}
 
 
 async def _open_session(
     scaffold: ReactScaffold, task: Task, tools: ToolBackend, names: Sequence[str] | None
 ) -> ToolSession:
-    from agentrl.toolserver.client import ToolServerError
-
     try:
         return await scaffold.open_episode(task, tools, names)
-    except ToolServerError as e:
+    except InfraError as e:
         raise _EpisodeEnd(StopReason.INFRA_ERROR, str(e)) from e
 
 
 async def _finish_episode(scaffold: ReactScaffold, task: Task, session: ToolSession) -> dict[str, float]:
-    from agentrl.toolserver.client import ToolServerError
-
     try:
         return dict(await scaffold.finish_episode(task, session))
-    except ToolServerError as e:
+    except InfraError as e:
         raise _EpisodeEnd(StopReason.INFRA_ERROR, str(e)) from e
 
 
@@ -203,7 +200,7 @@ class _Episode:
         self.context: list[int] = list(prompt_ids)
         self.turns: list[Turn] = []
         self.seed = seed if seed is not None else zlib.crc32(task.id.encode())
-        self.on_tool_round: Callable[[ForkPoint], Awaitable[None]] | None = None
+        self.on_tool_round: OnToolRound | None = None
         # the weights the episode started with: a rollout carried into the next step keeps its first version
         self.policy_version = getattr(policy, "version", 0)
         self.group_id = self.trajectory_id = ""
@@ -280,11 +277,9 @@ class _Episode:
         return StopReason.MAX_TURNS, None
 
     async def _call_tools(self, session: ToolSession, calls: Sequence[ToolCall]) -> list[ToolResult]:
-        from agentrl.toolserver.client import ToolServerError
-
         try:
             return list(await asyncio.gather(*(session.call(c) for c in calls)))
-        except ToolServerError as e:
+        except InfraError as e:
             raise _EpisodeEnd(StopReason.INFRA_ERROR, str(e)) from e
 
     def _append(self, turn: Turn, new_messages: list[dict[str, Any]], sampled_eos: bool, feed_back: bool) -> None:
@@ -318,11 +313,11 @@ class ForkPoint:
         return self._episode.trajectory_id
 
     async def fork(
-        self, *, trajectory_id: str, seed: int, on_tool_round: Callable[[ForkPoint], Awaitable[None]] | None = None
+        self, *, trajectory_id: str, seed: int, on_tool_round: OnToolRound | None = None
     ) -> Awaitable[Trajectory]:
         """Fork the tool session now, so the branch starts from this moment's tool state, and return the branch's
         episode (not started): it shares every token so far and samples its own turns from `seed`. Raises
-        `ToolServerError` when the session cannot be forked."""
+        an `InfraError` (a `ToolServerError`, say) when the session cannot be forked."""
         session = await self._session.fork()
         twin = self._episode.copy(seed)
         twin.on_tool_round = on_tool_round

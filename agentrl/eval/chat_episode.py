@@ -55,7 +55,7 @@ async def run_chat_episode(
     turns: list[Turn] = []
     usage = [0, 0]
     reason, answer, error = StopReason.MAX_TURNS, None, None
-    components: dict[str, float] = {}
+    measurements: dict[str, float] = {}
     session = None
     try:
         # Scaffolds that prepare a per-task environment (ReactScaffold's hooks) open and measure it themselves.
@@ -97,7 +97,7 @@ async def run_chat_episode(
                 messages.append(images)
             turns.append(Turn((), (), (), content, tool_calls=tuple(c for c, _ in calls), tool_results=tuple(results)))
         if (finish := getattr(scaffold, "finish_episode", None)) is not None:
-            components = dict(await finish(task, session))
+            measurements = dict(await finish(task, session))
     except Exception as e:  # the endpoint or the tool server failed: not the model's fault
         reason, answer, error = StopReason.INFRA_ERROR, None, f"{type(e).__name__}: {e}"
     finally:
@@ -116,7 +116,7 @@ async def run_chat_episode(
         messages=tuple(messages),
         error=error,
         answer=answer,
-        reward_components=components if reason is not StopReason.INFRA_ERROR else {},
+        measurements=measurements if reason is not StopReason.INFRA_ERROR else {},
     )
     return trajectory, usage[0], usage[1]
 

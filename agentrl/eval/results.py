@@ -35,6 +35,7 @@ class EvalRecord:
     answer: str | None = None
     error: str | None = None
     reward_components: dict[str, float] = field(default_factory=dict)
+    measurements: dict[str, float] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -66,6 +67,7 @@ class EvalRecord:
             answer=trajectory.answer,
             error=trajectory.error,
             reward_components=dict(trajectory.reward_components),
+            measurements=dict(trajectory.measurements),
             messages=[_without_image_data(m) for m in trajectory.messages],
         )
 

@@ -30,6 +30,7 @@ from agentrl.scaffolds.gui.tasks import check
 from agentrl.scaffolds.react import ReactScaffold
 
 from agentrl.config import RolloutConfig
+from agentrl.errors import InfraError, TaskSetupError
 from agentrl.protocols import Policy, ToolBackend, ToolSession
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory
 
@@ -88,11 +89,9 @@ class GuiScaffold(ReactScaffold):
     async def run(
         self, task: Task, policy: Policy, tools: ToolBackend, *, group_id: str, trajectory_id: str, **options: Any
     ) -> Trajectory:
-        from agentrl.toolserver.client import ToolServerError
-
         try:
             session, page = await self._start(task, tools, self.tool_names(task))
-        except ToolServerError as e:
+        except InfraError as e:
             failed = Trajectory(task.id, group_id, trajectory_id, (), (), StopReason.INFRA_ERROR, error=str(e))
             return failed
         token = _opened.set((session, _text_of(page)))
@@ -122,8 +121,6 @@ class GuiScaffold(ReactScaffold):
         self, task: Task, tools: ToolBackend, names: Sequence[str] | None
     ) -> tuple[EpisodeSession, ToolResult]:
         """A new episode's session, on the task's start page, and that page as the tool returned it."""
-        from agentrl.toolserver.client import ToolServerError
-
         server = app_server()
         async with _start_slot():
             key = server.new_episode()
@@ -133,7 +130,7 @@ class GuiScaffold(ReactScaffold):
             )
         if page.is_error:
             await _close_quietly(session)
-            raise ToolServerError(f"the start page did not open: {page.text}")
+            raise TaskSetupError(f"the start page did not open: {page.text}")
         return session, page
 
 
@@ -152,8 +149,6 @@ class EpisodeSession:
         return await self.inner.call(call)
 
     async def fork(self) -> EpisodeSession:
-        from agentrl.toolserver.client import ToolServerError
-
         server = app_server()
         forked = EpisodeSession(await self.inner.fork(), server.fork_episode(self.key))
         forked.handed_out = True
@@ -165,7 +160,7 @@ class EpisodeSession:
             moved = await forked.call(ToolCall("fork-rebind", "navigate", {"url": server.start_url(forked.key, path)}))
             if moved.is_error:
                 await _close_quietly(forked)
-                raise ToolServerError(f"the forked browser could not move to its own episode: {moved.text}")
+                raise TaskSetupError(f"the forked browser could not move to its own episode: {moved.text}")
         return forked
 
     async def close(self) -> None:

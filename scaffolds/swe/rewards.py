@@ -5,7 +5,8 @@
 - `swe_similarity`: SWE-RL's execution-free reward, the patch's similarity to the gold patch in [0, 1], −1 when
   the patch does not parse (see `patches.similarity`).
 
-Both read what `SweScaffold.finish_episode` measured (`swe/resolved`, `swe/similarity`); a trajectory without
+Both read what `SweScaffold.finish_episode` measured (`Trajectory.measurements`: `swe/resolved`,
+`swe/similarity`); a trajectory without
 those (a scaffold run with `grade_in_episode=False`) is graded here from its answer, the patch. A grade the
 infrastructure spoiled abstains (None) rather than scoring 0. Dense step rewards are gated on the outcome with
 the G-RA filter: `reward_filters=["gra_gate"]` (see `agentrl.rewards.combinators.GRAGate`).
@@ -21,7 +22,7 @@ from agentrl.types import Task, Trajectory
 
 @reward
 async def swe_resolved(task: Task, trajectory: Trajectory) -> float | None:
-    value = trajectory.reward_components.get("swe/resolved")
+    value = trajectory.measurements.get("swe/resolved")
     if value is not None:
         return value
     if "swe" not in task.metadata or trajectory.answer is None:
@@ -35,7 +36,7 @@ async def swe_resolved(task: Task, trajectory: Trajectory) -> float | None:
 
 @reward
 def swe_similarity(task: Task, trajectory: Trajectory) -> float | None:
-    value = trajectory.reward_components.get("swe/similarity")
+    value = trajectory.measurements.get("swe/similarity")
     if value is not None:
         return value
     if "swe" not in task.metadata or trajectory.answer is None:

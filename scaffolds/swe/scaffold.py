@@ -5,7 +5,7 @@ workspace (put there by the hidden `swe_setup` tool before the first turn), the 
 below, and the tools `bash`, `view`, `create_file`, `str_replace`, `find_files`, `grep`, `run_tests` and `submit`.
 A `submit` call ends the episode; so does a turn without tool calls, the turn limit or the token budget. Whatever
 way it ends, the submission is the workspace's `git diff` against the base commit (`Trajectory.answer`), and it
-is graded at once in a fresh sandbox (`grading.grade`): the outcome lands in the trajectory's reward components
+is graded at once in a fresh sandbox (`grading.grade`): the outcome lands in the trajectory's measurements
 (`swe/resolved`, `swe/similarity`, `swe/patch_lines`) for the rewards to read, and a grading run the
 infrastructure spoiled makes the trajectory an `INFRA_ERROR` instead of a zero.
 
@@ -34,6 +34,7 @@ from agentrl.tools.swe.swe_tools import HIDDEN_TOOLS
 from agentrl.tools.terminal import Shell
 
 from agentrl.config import RolloutConfig
+from agentrl.errors import ConfigError, GradingError, TaskSetupError
 from agentrl.protocols import Policy, ToolBackend, ToolSession
 from agentrl.sandbox.config import SandboxConfig
 from agentrl.types import Task, ToolCall, Trajectory
@@ -75,7 +76,7 @@ class SweScaffold(ReactScaffold):
         self.tasks_file = tasks_file or os.environ.get("AGENTRL_SWE_TASKS") or None
         self._repos_dir = repos_dir or os.environ.get("AGENTRL_SWE_REPOS_DIR") or None
         if self.tasks_file and not self._repos_dir:
-            raise ValueError("SWE tasks from a file need repos_dir (or AGENTRL_SWE_REPOS_DIR): nothing is downloaded")
+            raise ConfigError("SWE tasks from a file need repos_dir (or AGENTRL_SWE_REPOS_DIR): nothing is downloaded")
         self.grade_in_episode = grade_in_episode
         self.sandbox = sandbox
         self.test_timeout_s = test_timeout_s
@@ -119,8 +120,6 @@ class SweScaffold(ReactScaffold):
     async def open_episode(self, task: Task, tools: ToolBackend, names: Sequence[str] | None) -> ToolSession:
         """A session whose workspace holds the repository at the base commit (the model's tools plus the hidden
         setup and diff tools, which the model is never shown)."""
-        from agentrl.toolserver.client import ToolServerError
-
         instance = SweInstance.from_task(task)
         session = await tools.open_session([*(names or MODEL_TOOLS), *HIDDEN_TOOLS])
         try:
@@ -132,16 +131,16 @@ class SweScaffold(ReactScaffold):
             raise
         if result.is_error:
             await session.close()
-            raise ToolServerError(f"setting up {task.id} failed: {result.text}")
+            raise TaskSetupError(f"setting up {task.id} failed: {result.text}")
         return session
 
     async def finish_episode(self, task: Task, session: ToolSession) -> dict[str, float]:
-        """Read the submission and grade it; raises `ToolServerError` when the infrastructure failed."""
-        from agentrl.toolserver.client import ToolServerError
+        """Read the submission and grade it; raises `GradingError` when the diff cannot be read or the grader
+        cannot run."""
 
         result = await session.call(ToolCall(_call_id("diff"), "swe_diff", {}))
         if result.is_error:
-            raise ToolServerError(f"reading the workspace diff failed: {result.text}")
+            raise GradingError(f"reading the workspace diff failed: {result.text}")
         patch = result.text
         if (box := _SUBMISSION.get()) is not None:
             box["patch"] = patch
@@ -155,7 +154,7 @@ class SweScaffold(ReactScaffold):
                 instance, patch, self._task_repos_dir(task), sandbox=self.sandbox, test_timeout_s=self.test_timeout_s
             )
             if outcome.infra_failure:
-                raise ToolServerError(f"grading {task.id} failed: {outcome.error}")
+                raise GradingError(f"grading {task.id} failed: {outcome.error}")
             components["swe/resolved"] = float(outcome.resolved)
         return components
 

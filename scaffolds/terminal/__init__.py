@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentrl.rewards.terminal import CHECK_COMPONENT
 from agentrl.scaffolds.react import ReactScaffold
+from agentrl.scaffolds.terminal.checker import CHECK_COMPONENT
 from agentrl.scaffolds.terminal.session import WORKSPACE_TOOLS, TaskSession
 
 from agentrl.config import RolloutConfig

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from agentrl.errors import GradingError, TaskSetupError
 from agentrl.protocols import ToolSession
 from agentrl.types import ToolCall, ToolResult
 
@@ -41,19 +42,15 @@ class TaskSession:
 
     async def setup(self, files: dict[str, str], commands: str = "") -> None:
         """Materialise the task's files; a failure is the infrastructure's (the task never reached the model)."""
-        from agentrl.toolserver.client import ToolServerError
-
         result = await self._own_call(SETUP_TOOL, {"files": files, "commands": commands})
         if result.is_error:
-            raise ToolServerError(f"task setup failed ({result.error_type}): {result.text}")
+            raise TaskSetupError(f"task setup failed ({result.error_type}): {result.text}")
 
     async def check(self, code: str) -> tuple[bool, str]:
         """Run the checker in the workspace as it is now: (passed, the checker's report)."""
-        from agentrl.toolserver.client import ToolServerError
-
         result = await self._own_call(CHECK_TOOL, {"code": code})
         if result.is_error:  # the checker itself could not run (sandbox gone, server timeout)
-            raise ToolServerError(f"task checker failed to run ({result.error_type}): {result.text}")
+            raise GradingError(f"task checker failed to run ({result.error_type}): {result.text}")
         return result.metrics.get("passed", 0.0) == 1.0, result.text
 
     async def _own_call(self, name: str, arguments: dict[str, Any]) -> ToolResult:

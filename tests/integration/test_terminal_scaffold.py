@@ -88,7 +88,7 @@ async def test_scripted_expert_solves_every_task(tools_url, tiny_tokenizer):
 
 async def test_answering_at_once_solves_nothing(tools_url, tiny_tokenizer):
     played = await play_all(tools_url, tiny_tokenizer, lambda task: ["Done."])
-    solved = [t.task_id for t, _ in played if t.reward_components != {"terminal_check": 0.0}]
+    solved = [t.task_id for t, _ in played if t.measurements != {"terminal_check": 0.0}]
     assert all(t.stop_reason is StopReason.ANSWERED for t, _ in played) and not solved
 
 
@@ -102,7 +102,7 @@ def forge(task) -> list[str]:
 async def test_checker_is_not_fooled_by_forged_outputs(tools_url, tiny_tokenizer):
     played = await play_all(tools_url, tiny_tokenizer, forge)
     wrote = [all(not r.is_error for turn in t.turns for r in turn.tool_results) for t, _ in played]
-    fooled = [t.task_id for t, _ in played if t.reward_components.get("terminal_check") != 0.0]
+    fooled = [t.task_id for t, _ in played if t.measurements.get("terminal_check") != 0.0]
     assert all(wrote) and not fooled
 
 
@@ -118,7 +118,7 @@ async def test_shell_tricks_and_hidden_tools_do_not_reach_the_checker(tools_url,
         t = await SCAFFOLD.run(task, policy, tools, group_id="g", trajectory_id="g/0")
     refused = t.turns[1].tool_results[0]
     assert refused.is_error and refused.error_type == "not_found"
-    assert t.reward_components == {"terminal_check": 0.0}
+    assert t.measurements == {"terminal_check": 0.0}
 
 
 async def test_fork_mid_episode_keeps_cwd_env_and_files(tools_url):
@@ -145,7 +145,7 @@ async def test_file_tools_variant_offers_the_file_editor(tools_url, tiny_tokeniz
     async with ToolClient(tools_url) as tools:
         policy = ScriptedPolicy(tiny_tokenizer, ["<tool_call>\n" + json.dumps(create) + "\n</tool_call>", "Done."])
         t = await scaffold.run(task, policy, tools, group_id="g", trajectory_id="g/0")
-    assert not t.turns[0].tool_results[0].is_error and t.reward_components == {"terminal_check": 1.0}
+    assert not t.turns[0].tool_results[0].is_error and t.measurements == {"terminal_check": 1.0}
 
 
 def expert_by_prompt(tasks):

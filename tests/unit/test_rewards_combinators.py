@@ -4,6 +4,7 @@ sampling, plus weighted sums with metric-only components."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from agentrl.rewards.combinators import (
@@ -11,14 +12,12 @@ from agentrl.rewards.combinators import (
     GRAGate,
     ProfFilter,
     ResampleOnCorrect,
-    apply_filters,
-    component_metrics,
     prof_removal_counts,
     roc_counts,
     roc_penalty,
 )
 
-from agentrl.reward import RewardStack, reward
+from agentrl.reward import RewardStack, apply_filters, component_metrics, reward, reward_counters
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, TrajectoryGroup, Turn
 
 pytestmark = pytest.mark.unit
@@ -83,12 +82,14 @@ def test_weighted_sum_keeps_metric_only_components_and_logs_each():
         return None if turn_index == 0 else 2.0
 
     stack = RewardStack([(one, 2.0), (half, 0.0), (judged, 0.5)])
-    scored = asyncio.run(stack.score(TASK, traj(0, 0.0, (None, None))))
+    measured = dataclasses.replace(traj(0, 0.0, (None, None)), measurements={"check": 1.0})
+    scored = asyncio.run(stack.score(TASK, measured))
     assert scored.reward == 2.0 and scored.reward_components == {"one": 1.0, "half": 0.5}
     assert [t.reward for t in scored.turns] == [None, 1.0]
+    assert scored.measurements == {"check": 1.0}  # scoring keeps the scaffold's measurements
     metrics = component_metrics([TrajectoryGroup(TASK, (scored,))])
     assert metrics["reward/half"] == 0.5 and metrics["reward/turn/judged"] == 2.0
-    assert metrics["reward/turn/judged/scored"] == 0.5
+    assert metrics["reward/turn/judged/scored"] == 0.5 and metrics["measure/check"] == 1.0
     infra = asyncio.run(stack.score(TASK, traj(1, 0.0, stop=StopReason.INFRA_ERROR)))
     assert infra.reward is None  # infrastructure failures are never scored
 
@@ -184,8 +185,6 @@ def test_dynamic_sampling_is_aware_of_dense_terms():
 
 
 def test_reward_counters_report_judge_stats_and_judges_abstain_without_asking():
-    from agentrl.rewards.combinators import reward_counters
-
     from agentrl.judge import Judge, boxed_number, majority
 
     class NeedsAnswer(Judge):

@@ -9,15 +9,17 @@ from agentrl.types import StopReason, Trajectory
 pytestmark = pytest.mark.unit
 
 
-def trajectory(answer=None, components=None, stop=StopReason.ANSWERED):
-    return Trajectory("t", "g", "g/0", (), (), stop, answer=answer, reward_components=components or {})
+def trajectory(answer=None, measurements=None, stop=StopReason.ANSWERED):
+    return Trajectory("t", "g", "g/0", (), (), stop, answer=answer, measurements=measurements or {})
 
 
 async def test_rewards_read_the_episode_measurements():
     task = bundled.instances()[0].to_task("/nonexistent")
     stack = RewardStack.from_specs(["swe_resolved", "swe_similarity:0"])
-    scored = await stack.score(task, trajectory(components={"swe/resolved": 1.0, "swe/similarity": 0.5}))
+    measured = {"swe/resolved": 1.0, "swe/similarity": 0.5, "swe/patch_lines": 2.0}
+    scored = await stack.score(task, trajectory(measurements=measured))
     assert scored.reward == 1.0 and scored.reward_components == {"swe_resolved": 1.0, "swe_similarity": 0.5}
+    assert scored.measurements == measured  # scoring keeps what the scaffold measured
 
 
 async def test_similarity_falls_back_to_the_patch_and_infra_failures_stay_unscored():
