@@ -6,7 +6,7 @@ Actions: `click` on a checkbox (the page stays), `click` on a submit button (pos
 `observe`, each returning the page outline, first in one session and then in `--concurrent` sessions at once.
 Memory: the resident set (RSS) and proportional set (PSS, shared pages split between processes) of every
 chromium process this script started, with `--sessions` sessions open on a page against none, divided by that
-number. Prints one JSON object.
+number. Prints one JSON object. Figures from a 2-core machine are in docs/experiments/gui.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """GRPO vs IGPO on the bundled search tasks: same seeds, same budget, held-out curves side by side.
 
-Two arms, each a separate `agentrl train` run per seed under one output directory:
+Arms, each a separate `agentrl train` run per seed under one output directory (`--arms`, default `grpo,igpo`):
 
 - `grpo`: trajectory-level credit (`trainer.credit=trajectory`, `trainer.advantage=grpo`), outcome reward only;
-- `igpo`: turn-level credit (`trainer.credit=igpo`) over the outcome reward plus information-gain turn rewards.
+- `igpo`: turn-level credit (`trainer.credit=igpo`) over the outcome reward plus information-gain turn rewards;
+- `aepo_branch`: `grpo` whose rollouts branch where the policy is uncertain (`rollout.branching=aepo`).
 
 Everything else (seed, steps, prompts and samples per step, limits, evaluation) is identical. Afterwards the
 script reads every run's `metrics.jsonl` and writes, into the output directory:
@@ -18,6 +19,9 @@ script reads every run's `metrics.jsonl` and writes, into the output directory:
     python scripts/compare_credit.py --out /tmp/cc --seeds 0 --steps 2 --eval-every 1 --eval-tasks 4 \\
         --prompts 2 --samples 4                                             # a smoke test
     python scripts/compare_credit.py --out runs/compare_credit --report-only   # re-read finished runs
+
+Figures from a 2-core machine are in docs/rewards_and_credit.md, and how they were measured in
+docs/experiments/credit_comparison.md.
 """
 
 from __future__ import annotations

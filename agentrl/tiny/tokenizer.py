@@ -59,9 +59,10 @@ alone (no space before them, no word after). `split_punctuation` switches a trai
 An easy SWE fix written into a JSON tool call copies the issue's expression. With punctuation runs the copy is
 other tokens: `(f - 32)` in backticks opens with "`(" but as a JSON value with ` "(`, and `split(" ")` ends in
 `" ")` in the issue but in `\\" \\")` in the call. With this pattern the only difference is a backslash token
-before each quote. The vocabulary and ids stay as trained; merges across punctuation just never apply. The shipped
-policies keep `SPLIT_PATTERN`: a `tiny-swe` rebuilt with this one writes no more fixes right before RL, and RL from
-it takes its held-out greedy fixes from 0 to 2 of 9 (docs/swe.md)."""
+before each quote. The vocabulary and ids stay as trained; merges across punctuation just never apply, so a
+checkpoint trained with `SPLIT_PATTERN` can be fine-tuned further with this one
+(`python -m agentrl.tiny.build --single-punctuation`). The shipped policies keep `SPLIT_PATTERN`; what a `tiny-swe`
+rebuilt with this pattern does is logged in docs/experiments/swe_tiny_policy.md."""
 
 
 def _pre_tokenizer(pattern: str) -> pre_tokenizers.PreTokenizer:

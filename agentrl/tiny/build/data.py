@@ -1,4 +1,4 @@
-"""The conversations `build_tiny_policy.py` trains on: expert demonstrations, easy-tier drills and echo drills.
+"""The conversations `python -m agentrl.tiny.build` trains on: expert demonstrations, easy-tier drills, echo drills.
 
 Every source is a generator seeded by `(seed, source name)`, so a stage draws the same conversations on every
 machine. The experts and drills make mistakes on purpose (`MISTAKE_RATE`): the shipped policy uses its tools often
@@ -31,7 +31,7 @@ BASE_SOURCES = ("code", "search")
 GENERATED_SOURCES = ("terminal", "gui", "swe", "swe_made_up", "swe_retry", "swe_code")
 """Sources drawn in any number: terminal tasks over made-up names, GUI and SWE drills, SWE drills whose
 expressions have made-up operands (`SWE_MADE_UP_OPERANDS`), those again retrying after a failed first edit
-(`SWE_RETRY_RATE`), and retrying SWE drills over bugs in the standard library's code (`code_drills`)."""
+(`SWE_RETRY_RATE`), and retrying SWE drills over bugs in the standard library's code (`swe_code_drills.py`)."""
 SWE_MADE_UP_OPERANDS = 0.5
 """How often a variable, attribute or constant in a `swe_made_up` drill's expressions is made up: with the drills'
 short word lists alone the policy recalls operands instead of copying them, and garbles held-out ones."""

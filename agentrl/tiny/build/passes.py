@@ -1,5 +1,8 @@
 """The extend stage's fine-tuning passes (`python -m agentrl.tiny.build --extend-passes NAME`): which drills and
-demonstrations each pass mixes, at what learning rate, from which seed."""
+demonstrations each pass mixes, at what learning rate, from which seed.
+
+`PASS_SETS` names what `--extend-passes` accepts: `shipped` is `tiny-extended`; `swe+retry` from `tiny-extended`
+is `tiny-swe`; the others continue a checkpoint for experiments (docs/experiments/swe_tiny_policy.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Pass:
-    """One fine-tuning pass of the extend stage, over `tiny_policy_data.mixture(counts)`."""
+    """One fine-tuning pass of the extend stage, over `data.mixture(counts)`."""
 
     counts: dict[str, int]
     lr: float
@@ -36,35 +39,34 @@ SWE_OPENING = {"swe_retry": 480}
 SWE_CODE = {"swe_code": 700, "swe_retry": 300, "terminal": 200, "gui": 200, "echo": 1500, "replay": 300}
 EXTEND_PASSES = (
     Pass({"terminal": 4000, "gui": 3000, "swe": 3000, "echo": 2000, "replay": 4000}, lr=2e-3, seed=0, stream="extend"),
-    # GUI labels are the longest strings the easy tiers copy: the first pass leaves them garbled (held-out easy
-    # GUI success 0.05-0.10, 0.175 after this pass)
+    # GUI labels are the longest strings the easy tiers copy, and the first pass leaves them garbled: a second
+    # pass weighted towards the GUI drills (docs/experiments/gui.md)
     Pass({"terminal": 1000, "gui": 4000, "echo": 500, "replay": 1000}, lr=1e-3, seed=1, stream="gui-more"),
 )
 """The extend stage's passes: what the shipped `tiny-extended` is."""
 SWE_PASSES = (
-    # An easy SWE fix copies three strings (path, wrong and right expression; about 50 tokens) into str_replace.
-    # After the passes above the policy copies 91% of those tokens right (teacher-forced) and not one whole fix.
-    # SWE drills alone raise that to 96% on drills but wear the copying circuit down (echo drills 98% -> 88%);
-    # with as many echo drills alongside it recovers (99.9%). Over the drill generator's short word lists the
-    # policy recalls operands instead of copying them: made-up operands (`swe_made_up`) raise the mean probability
-    # of a held-out task's whole fix from 0.0001 to 0.04 in three passes.
+    # An easy SWE fix copies three strings (path, wrong and right expression; about 50 tokens) into str_replace,
+    # and after the passes above the policy rarely copies a whole fix. SWE drills alone wear the copying circuit
+    # down, so the later passes mix in as many echo drills; over the drill generator's short word lists the policy
+    # recalls operands instead of copying them, so the last passes make operands up (`swe_made_up`). Measurements:
+    # docs/experiments/swe_tiny_policy.md.
     _swe_pass(SWE_ONLY, 1e-3, 100, "swe0"),
     _swe_pass(SWE_ONLY, 1e-3, 101, "swe1"),
     _swe_pass(SWE_ECHO, 5e-4, 200, "swe200"),
     _swe_pass(SWE_ECHO, 5e-4, 201, "swe201"),
     *(_swe_pass(SWE_MADE_UP, 5e-4, 300 + k, f"swe{300 + k}") for k in range(SWE_MADE_UP_PASSES)),
 )
-"""Passes weighted towards the SWE drills (`--extend-passes swe`, from `tiny-extended`), not in the shipped policy:
-held-out easy SWE success 0 -> 0.08, but held-out easy terminal 0.29 -> 0.18, and RL on the SWE easy tier from the
-result raises train success, not held-out (0.08 -> 0.10 in 20 steps)."""
+"""Passes weighted towards the SWE drills (`--extend-passes swe`, from `tiny-extended`), not a shipped policy on
+their own: they make the policy write easy SWE fixes, at some cost on the terminal tier, and `tiny-swe` continues
+from them with `SWE_RETRY_PASSES`."""
 SWE_RETRY_PASSES = (_swe_pass(SWE_RETRY, 5e-4, 400, "swe400"),)
-"""After `SWE_PASSES`: drills that retry after a failed first edit (`swe_retry`)."""
+"""After `SWE_PASSES`: drills that retry after a failed first edit (`swe_retry`). A policy that never saw a failed
+call answered by another one submits after its first error, and RL then has no second attempt to reinforce."""
 SWE_OPENING_PASSES = (_swe_pass(SWE_OPENING, 5e-4, 900, "opening"),)
 """After `SWE_RETRY_PASSES`: 30 steps of retrying SWE drills alone. Through the mixed passes the policy never
-settles its first call: at the tool name it puts about half its probability on `submit`, although in the drills a
-first call with no note before it is `str_replace` 94% of the time. This pass settles it (0.89 or more on every
-easy task) and keeps the copy accuracy, but RL from it reaches no more held-out fixes (docs/swe.md, "Opening with
-an edit")."""
+settles its first call (at the tool name it puts much of its probability on `submit`, although the drills mostly
+open with `str_replace`); this pass settles it on `str_replace` and keeps the copy accuracy. What RL from it
+reaches: docs/experiments/swe_tiny_policy.md, "Opening with an edit"."""
 SWE_CODE_PASSES = (_swe_pass(SWE_CODE, 5e-4, 500, "swe500"),)
 """After `SWE_RETRY_PASSES`: retrying drills over bugs in the standard library (`swe_code`), whose expressions
 have the forms the drill grammar lacks."""

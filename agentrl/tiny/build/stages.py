@@ -4,15 +4,18 @@
     python -m agentrl.tiny.build --stages base      # `tiny` alone, about 23 minutes on 2 CPU cores
     python -m agentrl.tiny.build --stages copy,extend --init agentrl/tiny/policy --out /tmp/p
     python -m agentrl.tiny.build --keep /tmp/stages  # also keep each stage's checkpoint
+    python -m agentrl.tiny.build --stages extend --extend-passes swe+retry \\
+        --init agentrl/tiny/policy_extended --out /tmp/swe                    # `tiny-swe`, about 70 minutes
 
 The base stage writes `tiny` (`agentrl/tiny/policy/`), the extend stage `tiny-extended`
-(`agentrl/tiny/policy_extended/`); `--out` sends the last stage run elsewhere instead. On 2 CPU cores the extend
-stage takes 37 + 29 minutes (two passes; the seven unshipped `SWE_PASSES` 8-11 minutes each); the copy stage runs
-up to 7,200 steps of 16 short drills (about 0.5 s a step).
+(`agentrl/tiny/policy_extended/`); `--out` sends the last stage run elsewhere instead. On 2 CPU cores expect
+about an hour for the extend stage (two passes) and up to an hour for the copy stage (up to 7,200 steps of 16
+short drills, about 0.5 s a step).
 
-The shipped `tiny-extended` is this script's extend stage (`--stages extend`), started from a copy-stage checkpoint
-that a plain PyTorch loop trained on the same drill distributions (lead-in drills, then dense ones, base
-demonstrations replayed); a full run of this script's copy stage has not yet been checked against it.
+The shipped `tiny-extended` was extended from a copy-stage checkpoint trained on the same drill distributions
+(lead-in drills, then dense ones, base demonstrations replayed) by a plain PyTorch loop, not by this copy stage;
+whether a full three-stage run reproduces the shipped `tiny-extended` has not been checked. `--stages extend
+--init CHECKPOINT` runs the extend stage alone.
 
 1. `base`: demonstrations from the imperfect scripted experts on the TRAIN tasks of the code and search
    scaffolds → a byte-level BPE trained on their rendered text → a freshly initialised tiny Qwen2 → SFT. The
@@ -22,8 +25,8 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    behind a lead-in, then dense multi-round drills until the loss falls below `COPY_STOP_LOSS`.
    The later scaffolds' easy tiers are copying (a name, a label, a path, an expression goes from the prompt
    into a tool call); fine-tuned on their demonstrations alone, the base policy recalls the strings it saw and
-   garbles held-out ones (held-out easy terminal success 0). The drills form the circuit that copies strings
-   it never saw; the loss drops sharply when it forms.
+   garbles held-out ones. The drills form the circuit that copies strings it never saw; the loss drops sharply
+   when it forms.
 3. `extend`: demonstrations of the terminal scaffold's easy tier over made-up names
    (`easy_family.made_up`), and synthetic drills in the exact format of GUI and SWE easy-tier episodes
    (`gui_drills.py`, `swe_drills.py`; no bundled task is among them), with echo drills and
@@ -32,20 +35,20 @@ demonstrations replayed); a full run of this script's copy stage has not yet bee
    weighted towards the SWE drills (`SWE_PASSES`), and `--extend-passes swe_retry` from that result with one
    whose drills retry after a failed first edit (`SWE_RETRY_PASSES`); `tiny-extended` includes neither. The
    shipped `tiny-swe` (`agentrl/tiny/policy_swe/`) is `--extend-passes swe+retry --init
-   agentrl/tiny/policy_extended`: one run (70 minutes on 2 CPU cores) writes its weights byte for byte (sha256
-   checked). `--extend-passes swe_code --init agentrl/tiny/policy_swe` continues with
-   drills over bugs in the standard library's code (`agentrl/tiny/build/swe_code_drills.py`, `SWE_CODE_PASSES`), which
-   have the expression forms the drill grammar lacks; its data depends on the Python version's standard library.
+   agentrl/tiny/policy_extended`: one run (about 70 minutes on 2 CPU cores) writes its weights byte for byte.
+   `--extend-passes swe_code --init agentrl/tiny/policy_swe` continues with drills over bugs in the standard
+   library's code (`agentrl/tiny/build/swe_code_drills.py`, `SWE_CODE_PASSES`), which have the expression forms
+   the drill grammar lacks; its data depends on the Python version's standard library.
    `--single-punctuation` makes the extend stage's tokenizer pre-tokenize one punctuation mark at a time
    (`agentrl.tiny.tokenizer.SINGLE_PUNCTUATION_PATTERN`, same vocabulary): with `--extend-passes swe+retry` it
-   rebuilds `tiny-swe` so that every easy fix is the issue's tokens in the call (69 minutes; docs/swe.md has what
-   that changed: not the fixes it writes, but which ones RL from it reaches). `--extend-passes opening` continues
-   a `swe+retry` checkpoint with 30 steps of SWE drills alone (`SWE_OPENING_PASSES`, 3 minutes), which settle its
-   first call on `str_replace`.
+   rebuilds `tiny-swe` so that every easy fix is the issue's tokens in the call (about 70 minutes).
+   `--extend-passes opening` continues a `swe+retry` checkpoint with 30 steps of SWE drills alone
+   (`SWE_OPENING_PASSES`, a few minutes), which settle its first call on `str_replace`. What these variants do:
+   docs/experiments/swe_tiny_policy.md.
 
-The conversations come from `tiny_policy_data.py`, the extend stage's passes from `tiny_policy_passes.py`. Every
-source of randomness is seeded and the thread count is fixed, so the same versions of torch/transformers/trl on the
-same kind of machine give the same files. The weights are stored in bf16 and load as fp32.
+The conversations come from `data.py`, the extend stage's passes from `passes.py`. Every source of randomness is
+seeded and the thread count is fixed, so the same versions of torch/transformers/trl on the same kind of machine
+give the same files. The weights are stored in bf16 and load as fp32.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """SWE drills over real code: one-token bugs (`injected_bugs`) in Python modules on disk, the standard library by
 default, as easy-tier drills.
 
-The drill generator (`drills`, `drill_expressions`) writes its expressions from a small grammar, and a policy
+The drill generator (`swe_drills`, `swe_expressions`) writes its expressions from a small grammar, and a policy
 trained on them alone copies held-out expressions back into that grammar: `line.split(" ", 2)[2]` comes out as
 `line.split(" ")[2]` and `weight_kg / height_m**2` garbled, because `split` never had a second argument there and
 `**` never appeared. Real modules have every form Python code has. A drill here is a bug `injected_bugs` finds in
 one of them, quoted the way the easy tier quotes it (path relative to the root, `Class.method`, both expressions),
-and demonstrated by `drills.demonstration`. No file or function named by a held-out task is used.
+and demonstrated by `swe_drills.demonstration`. No file or function named by a held-out task is used.
 """
 
 from __future__ import annotations

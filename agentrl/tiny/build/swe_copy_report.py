@@ -18,7 +18,7 @@ RL samples at T = 1 and sharpens what the policy already prefers, so a task whos
 is one that sharpening alone does not solve.
 
     python -m agentrl.tiny.build.swe_copy_report --model tiny-swe                 # held-out easy tasks
-    python -m agentrl.tiny.build.swe_copy_report --model runs/x/checkpoints/step_000040/policy \
+    python -m agentrl.tiny.build.swe_copy_report --model runs/x/checkpoints/step_000040/policy \\
         --split train --json out.json
 """
 

@@ -350,7 +350,7 @@ def demonstration(
 ) -> list[dict[str, Any]]:
     """One easy-tier drill (OpenAI message dicts), deliberately wrong with probability `mistake_rate`; a correct
     one retries after a failed first edit with probability `retry_rate`. `drill` (default: drawn here) is the
-    issue demonstrated, such as a `code_drills` one."""
+    issue demonstrated, such as a `swe_code_drills` one."""
     drill = drill if drill is not None else draw(rng, made_up_operands=made_up_operands)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},

@@ -1,7 +1,7 @@
 """Random small Python expressions for the SWE drills, and the vocabulary they are drawn from.
 
 `Gen` draws typed expression trees (names, attributes, calls, indexing, slicing, arithmetic, comparisons, string
-literals) and `render` writes one as Python source; `drill_mutations.mutate` changes one in one spot as a one-line
+literals) and `render` writes one as Python source; `swe_mutations.mutate` changes one in one spot as a one-line
 fix would, and `agentrl/tiny/build/swe_drills.py` states its issues with them.
 """
 
