@@ -16,6 +16,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from agentrl.errors import SamplerError
 from agentrl.protocols import SamplingParams
 from agentrl.types import Completion
 
@@ -50,7 +51,26 @@ class OpenAICompletionsPolicy:
         self._eos_text = tokenizer.eos_token
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
-        response = await self.client.completions.create(
+        import openai
+
+        try:
+            response = await self._complete(prompt_ids, params)
+        except openai.OpenAIError as e:  # the endpoint failed the request after the client's own retries
+            raise SamplerError(f"{self.model} at {self.client.base_url}: {type(e).__name__}: {e}") from e
+        choice = response.choices[0]
+        ids, logprobs, entropies = self._tokens(choice)
+        ended_by_eos = bool(ids) and ids[-1] == self.tokenizer.eos_token_id
+        if choice.finish_reason == "length":
+            finish = "length"
+        elif ended_by_eos or not params.stop:
+            finish = "stop"
+        else:
+            finish = "tool_call"
+        text = choice.text.removesuffix(self._eos_text) if ended_by_eos else choice.text
+        return Completion(tuple(ids), tuple(logprobs), tuple(entropies), text, finish)  # type: ignore[arg-type]
+
+    async def _complete(self, prompt_ids: Sequence[int], params: SamplingParams) -> Any:
+        return await self.client.completions.create(
             model=self.model,
             prompt=list(prompt_ids),
             max_tokens=params.max_new_tokens,
@@ -65,17 +85,6 @@ class OpenAICompletionsPolicy:
                 "include_stop_str_in_output": True,
             },
         )
-        choice = response.choices[0]
-        ids, logprobs, entropies = self._tokens(choice)
-        ended_by_eos = bool(ids) and ids[-1] == self.tokenizer.eos_token_id
-        if choice.finish_reason == "length":
-            finish = "length"
-        elif ended_by_eos or not params.stop:
-            finish = "stop"
-        else:
-            finish = "tool_call"
-        text = choice.text.removesuffix(self._eos_text) if ended_by_eos else choice.text
-        return Completion(tuple(ids), tuple(logprobs), tuple(entropies), text, finish)  # type: ignore[arg-type]
 
     def sync_weights(self) -> None:
         """Weights live in the server; whoever updates it bumps the version here."""

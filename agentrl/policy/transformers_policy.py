@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.errors import SamplerError
 from agentrl.policy.decode_loop import DecodeLoop, RowResult
 from agentrl.policy.request_merger import RequestMerger
 from agentrl.protocols import SamplingParams
@@ -223,8 +224,10 @@ class TransformersPolicy:
                         self.stats.batches += 1
                         self._finish(batch.step())
                 except Exception as e:  # a failed step fails the requests in it, not the worker
+                    failed = SamplerError(f"decoding failed: {type(e).__name__}: {e}")
+                    failed.__cause__ = e
                     for request in joining + [row.key for row in batch.rows]:
-                        request.loop.call_soon_threadsafe(_settle, request.future, None, e)
+                        request.loop.call_soon_threadsafe(_settle, request.future, None, failed)
                     batch = DecodeLoop(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
         finally:
             self.model.train(was_training)

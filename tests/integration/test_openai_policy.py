@@ -65,3 +65,13 @@ async def test_servers_without_token_ids_are_counted_as_retokenized(tiny_tokeniz
         policy = OpenAICompletionsPolicy(tiny_tokenizer, base_url=url + "/v1", model="m")
         out = await policy.generate([1], SamplingParams(max_new_tokens=16))
     assert policy.retokenized_completions == 1 and out.token_ids[-1] == tiny_tokenizer.eos_token_id
+
+
+async def test_an_unreachable_endpoint_is_a_sampler_error(tiny_tokenizer):
+    """The episode books it as an infrastructure failure, never as a policy mistake."""
+    from agentrl.errors import InfraError, SamplerError
+
+    policy = OpenAICompletionsPolicy(tiny_tokenizer, base_url="http://127.0.0.1:9/v1", model="m", max_retries=0)
+    with pytest.raises(SamplerError, match="127.0.0.1:9") as raised:
+        await policy.generate([1, 2, 3], SamplingParams(max_new_tokens=4))
+    assert isinstance(raised.value, InfraError)

@@ -110,6 +110,17 @@ async def test_a_cancelled_request_leaves_the_decoding_loop(model, tiny_tokenize
     assert policy.stats.batches < 100 and policy.stats.tokens == 0  # dropped long before its 400 tokens
 
 
+async def test_a_failed_decoding_step_is_a_sampler_error_and_the_sampler_goes_on(model, tiny_tokenizer):
+    from agentrl.errors import InfraError, SamplerError
+
+    policy = TransformersPolicy(model, tiny_tokenizer)
+    with pytest.raises(SamplerError, match="decoding failed: IndexError") as raised:
+        await policy.generate([1, 10_000], SamplingParams(max_new_tokens=4, seed=1))  # id past the vocabulary
+    assert isinstance(raised.value, InfraError)
+    completion = await policy.generate([1, 2, 3], SamplingParams(max_new_tokens=4, seed=1))
+    assert 0 < len(completion.token_ids) <= 4
+
+
 def test_the_cache_goes_under_the_keyword_this_transformers_takes(model):
     """Under the keyword the installed transformers deprecated, decoding would warn on every call and break
     once the old name is dropped; through a PEFT wrapper it goes to the base model's keyword too."""
