@@ -33,7 +33,7 @@ class Commands(TyperGroup):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise  # typer's own exits and usage errors print themselves
         except KeyboardInterrupt:
             raise typer.Exit(130) from None

@@ -25,11 +25,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from agentrl.config import TrainerConfig
 from agentrl.credit.advantages import mc_grpo, median_pivots
 from agentrl.credit.branches import attribute_branches
 from agentrl.credit.scored_turns import ScoredTurns, token_advantages, token_entropies
 from agentrl.registry import resolve
+from agentrl.train.config import TrainerConfig
 from agentrl.train.samples import TrainSample
 from agentrl.types import Trajectory, TrajectoryGroup
 

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentrl.config import PolicyConfig
 from agentrl.errors import ConfigError, DependencyError
+from agentrl.policy.config import PolicyConfig
 
 
 def resolve_model_path(name: str) -> str:

@@ -34,9 +34,9 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from agentrl.config import TrainerConfig
 from agentrl.errors import ConfigError
 from agentrl.registry import resolve
+from agentrl.train.config import TrainerConfig
 from agentrl.train.losses import (
     AGGREGATION_MODES,
     aggregate,

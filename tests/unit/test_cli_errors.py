@@ -72,6 +72,11 @@ def test_infrastructure_failures_and_surprises_exit_1(tmp_path, monkeypatch):
     )
 
 
+def test_commands_that_exit_on_purpose_are_not_errors():
+    result = run("train", "--help-config")
+    assert result.exit_code == 0 and "trainer.lr" in result.output and not result.stderr
+
+
 def test_debug_shows_the_traceback():
     result = run("--debug", "train", "scaffold=nope")
     assert isinstance(result.exception, ConfigError) and "unknown scaffold" in str(result.exception)
