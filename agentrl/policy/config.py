@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class VLLMConfig:
+    """The in-process vLLM engine of `policy.backend=vllm` (vLLM's `LLM(...)` arguments of the same names)."""
+
+    gpu_memory_utilization: float = 0.5
+    """Share of the GPU's memory the engine may take (weights, KV cache); the learner needs the rest when both
+    share a GPU."""
+    tensor_parallel_size: int = 1
+    """GPUs one engine spans."""
+    max_model_len: int | None = None
+    """Longest sequence the engine serves; None = the model's own limit (set it to bound the KV cache)."""
+    enforce_eager: bool = False
+    """Run without CUDA graphs (slower decoding, faster start, less memory)."""
+    sleep_between_steps: bool = False
+    """Colocated engine: release its GPU memory (sleep mode, level 1) while the learner updates and wake it
+    before the next collect. Needs vLLM's sleep mode (`enable_sleep_mode`)."""
 
 
 @dataclass(frozen=True)
@@ -23,7 +41,9 @@ class PolicyConfig:
     device: str = "auto"
     """Torch device for the in-process model: `auto`, `cpu`, `cuda`, `cuda:1`, ..."""
     dtype: str = "auto"
-    """Weights dtype: `auto` (float32 on CPU, bfloat16 on GPU), `float32`, `bfloat16`, `float16`."""
+    """Dtype the weights are kept and updated in: `auto` (float32: the master copy the optimizer updates, whatever
+    `trainer.precision` computes in), `float32`, `bfloat16`, `float16`. Weights stored in bf16 lose any update
+    smaller than their resolution (about 0.4% of a weight), which RL learning rates fall below."""
     max_batch_size: int = 128
     """Most generation requests the in-process sampler batches into one forward pass."""
     batch_wait_ms: float = 2.0
@@ -34,5 +54,29 @@ class PolicyConfig:
     """LoRA alpha."""
     lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     """Modules LoRA adapts."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass to save memory."""
+    gradient_checkpointing: bool | None = None
+    """Recompute activations in the backward pass to save memory; None = on for models of more than
+    `activation_checkpointing_above_params` parameters."""
+    activation_checkpointing_above_params: int = 200_000_000
+    """Size above which `gradient_checkpointing=None` turns checkpointing on."""
+    tool_parser: str = "auto"
+    """Tool-call format the policy writes and the rollout parses: `auto` (read off the chat template), `hermes`
+    (Qwen2.5/Qwen3 `<tool_call>` JSON), `qwen3_coder` (`<tool_call><function=…>` XML), `llama3_json` (Llama 3.1/3.2
+    JSON calls) or `mistral` (`[TOOL_CALLS]`)."""
+    chat_template: str | None = None
+    """A Jinja chat template file to use instead of the tokenizer's own; None keeps the tokenizer's."""
+    enable_thinking: bool | None = None
+    """Passed to the chat template as `enable_thinking` (Qwen3-style reasoning on or off); None = the template's
+    default."""
+    weight_sync: str = "auto"
+    """How `policy.backend=openai` servers get the learner's weights after each step: `auto` (whatever the server
+    supports, checked before training starts), `agentrl` (`agentrl serve`'s weight-update endpoint), `trl` (TRL's
+    `trl vllm-serve` weight-update protocol) or `none` (the servers keep their weights; needs `off_policy=true`)."""
+    weight_sync_token: str | None = None
+    """Bearer token of the servers' weight-update endpoint (default: $AGENTRL_WEIGHTS_TOKEN)."""
+    off_policy: bool = False
+    """Allow training against samplers that never receive new weights (a server that cannot update, or
+    `weight_sync=none`): every step then samples from the initial weights, and the logged sampler–learner
+    logprob gap grows."""
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    """The in-process vLLM engine (`backend=vllm`)."""

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentrl.errors import ConfigError, DependencyError
 from agentrl.policy.config import PolicyConfig
 
 
@@ -104,30 +103,3 @@ def context_window(model: Any) -> int | None:
     so the trainer reports how many episodes go beyond (`tokens/past_context`)."""
     window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     return int(window) if isinstance(window, int) and window > 0 else None
-
-
-def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
-    """The sampler backend named by `config.backend`."""
-    if config.backend == "transformers":
-        from agentrl.policy.transformers_policy import TransformersPolicy
-
-        return TransformersPolicy(
-            model, tokenizer, max_batch_size=config.max_batch_size, batch_wait_ms=config.batch_wait_ms
-        )
-    if config.backend == "vllm":
-        try:
-            import vllm  # noqa: F401
-        except ImportError as e:
-            raise DependencyError(
-                "policy.backend=vllm needs vLLM: pip install 'agentrl[vllm]' (on a GPU machine)"
-            ) from e
-        from agentrl.policy.vllm_policy import VLLMPolicy
-
-        return VLLMPolicy(resolve_model_path(config.model), tokenizer, source_model=model)
-    if config.backend == "openai":
-        from agentrl.policy.openai_policy import OpenAICompletionsPolicy
-
-        if not config.base_url:
-            raise ConfigError("policy.backend=openai needs policy.base_url")
-        return OpenAICompletionsPolicy(tokenizer, base_url=config.base_url, model=config.model, api_key=config.api_key)
-    raise ConfigError(f"unknown policy backend {config.backend!r}")

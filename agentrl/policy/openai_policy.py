@@ -50,6 +50,11 @@ class OpenAICompletionsPolicy:
         )
         self._eos_text = tokenizer.eos_token
 
+    @classmethod
+    def from_config(cls, config: Any, tokenizer: Any) -> OpenAICompletionsPolicy:
+        """The client a `PolicyConfig` describes (`backend=openai`)."""
+        return cls(tokenizer, base_url=config.base_url, model=config.model, api_key=config.api_key)
+
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
         import openai
 

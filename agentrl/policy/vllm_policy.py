@@ -101,6 +101,20 @@ class VLLMPolicy:
         self._ids = itertools.count()
         self._eos = {tokenizer.convert_tokens_to_ids(tokenizer.eos_token)}
 
+    @classmethod
+    def from_config(cls, config: Any, tokenizer: Any, *, source_model: Any | None = None) -> VLLMPolicy:
+        """The engine a `PolicyConfig` describes (`config.vllm` holds the engine settings)."""
+        from agentrl.policy.loading import resolve_model_path
+
+        engine = config.vllm
+        return cls(
+            resolve_model_path(config.model),
+            tokenizer,
+            source_model=source_model,
+            gpu_memory_utilization=engine.gpu_memory_utilization,
+            max_model_len=engine.max_model_len,
+        )
+
     # --- the engine ------------------------------------------------------------------------------------
 
     def _start(self) -> Any:

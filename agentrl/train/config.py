@@ -14,7 +14,20 @@ class TrainerConfig:
     max_minutes: float | None = None
     """Stop after this much wall time (checked between steps); None = no limit."""
     lr: float = 2e-4
-    """AdamW learning rate."""
+    """AdamW learning rate (the peak of `lr_schedule`)."""
+    lr_schedule: str = "constant"
+    """Learning rate after warm-up: `constant`, or `cosine` (down to `min_lr_ratio` × lr at the last step)."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear warm-up from 0 to lr."""
+    min_lr_ratio: float = 0.0
+    """Floor of the cosine schedule, as a fraction of lr."""
+    precision: str = "auto"
+    """Compute precision of the learner: `auto` (bf16-mixed on a GPU that supports bf16, fp32 otherwise), `fp32`,
+    `bf16-mixed` (bf16 autocast over fp32 weights and optimizer state) or `bf16` (no autocast: whatever dtype the
+    weights are in)."""
+    logprob_chunk_tokens: int = 4096
+    """Tokens whose vocabulary-sized logits exist at once when the learner computes log-probabilities and
+    entropies (chunked over the sequence, recomputed in the backward pass); 0 = the whole micro-batch at once."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     betas: tuple[float, float] = (0.9, 0.99)
