@@ -139,6 +139,9 @@ class Turn:
     """Tokens appended after this turn (tool results, next generation prompt). Always loss-masked."""
     parse_error: str | None = None
     """Why the tool-call markup of this turn could not be parsed, if it could not."""
+    reasoning: str | None = None
+    """The turn's reasoning block (`<think>…</think>`), when it wrote one: part of `text` and of the sampled ids,
+    kept apart so that neither the answer nor the tool calls are read from it."""
     reward: float | None = None
     """Turn-level reward slot (process / information-gain rewards); None = no turn reward."""
     reward_components: dict[str, float] = field(default_factory=dict)
@@ -260,6 +263,7 @@ def trajectory_to_json(trajectory: Trajectory) -> dict[str, Any]:
                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in t.tool_calls],
                 "tool_results": [r.to_json() for r in t.tool_results],
                 "parse_error": t.parse_error,
+                "reasoning": t.reasoning,
                 "reward": t.reward,
                 "reward_components": t.reward_components,
             }
@@ -280,6 +284,7 @@ def trajectory_from_json(data: dict[str, Any]) -> Trajectory:
             tool_results=tuple(ToolResult.from_json(r) for r in t["tool_results"]),
             observation_ids=tuple(t["observation_ids"]),
             parse_error=t.get("parse_error"),
+            reasoning=t.get("reasoning"),
             reward=t.get("reward"),
             reward_components=dict(t.get("reward_components") or {}),
         )

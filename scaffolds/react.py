@@ -20,7 +20,7 @@ from typing import Any
 from agentrl.config import RolloutConfig
 from agentrl.errors import InfraError
 from agentrl.protocols import OnToolRound, Policy, SamplingParams, ToolBackend, ToolSession
-from agentrl.rollout.chat import ChatRenderer, ParsedTurn, assistant_message, parse_tool_calls
+from agentrl.rollout.chat import ChatFormat, ParsedTurn
 from agentrl.tool import collect_tools
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
 
@@ -108,10 +108,10 @@ class ReactScaffold:
         key = names or ()
         if key not in self._schemas:
             self._schemas[key] = await tools.schemas(names)
-        renderer = ChatRenderer(policy.tokenizer, self._schemas[key])
+        chat = ChatFormat.of(policy, self._schemas[key])
         messages = self.initial_messages(task)
-        prompt_ids = renderer.prompt_ids(messages)
-        episode = _Episode(self, task, policy, renderer, messages, prompt_ids, seed)
+        prompt_ids = chat.prompt_ids(messages)
+        episode = _Episode(self, task, policy, chat, messages, prompt_ids, seed)
         episode.on_tool_round = on_tool_round
         return await self._play(
             episode, lambda: _open_session(self, task, tools, names), group_id=group_id, trajectory_id=trajectory_id
@@ -192,9 +192,9 @@ async def _finish_episode(scaffold: ReactScaffold, task: Task, session: ToolSess
 class _Episode:
     """The mutable state of one episode (the records it produces are frozen)."""
 
-    def __init__(self, scaffold, task, policy, renderer, messages, prompt_ids, seed):
+    def __init__(self, scaffold, task, policy, chat, messages, prompt_ids, seed):
         self.s: ReactScaffold = scaffold
-        self.task, self.policy, self.renderer = task, policy, renderer
+        self.task, self.policy, self.chat = task, policy, chat
         self.messages: list[dict[str, Any]] = messages
         self.prompt_ids = tuple(prompt_ids)
         self.context: list[int] = list(prompt_ids)
@@ -204,6 +204,12 @@ class _Episode:
         # the weights the episode started with: a rollout carried into the next step keeps its first version
         self.policy_version = getattr(policy, "version", 0)
         self.group_id = self.trajectory_id = ""
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        """Stop strings: one call per turn ends sampling at the call's closing markup, where the format has one."""
+        closing = self.chat.tool_format.call_stop
+        return () if self.s.parallel_tool_calls or closing is None else (closing,)
 
     def copy(self, seed: int) -> _Episode:
         """A twin that shares everything so far and samples its own future (a new seed)."""
@@ -223,14 +229,14 @@ class _Episode:
                 max_new_tokens=budget,
                 temperature=cfg.temperature,
                 top_p=cfg.top_p,
-                stop=() if self.s.parallel_tool_calls else ("</tool_call>",),
+                stop=self.stop,
                 seed=(self.seed * 1009 + k) % 2**62,
             )
             try:
                 completion = await self.policy.generate(self.context, params)
             except Exception as e:  # the sampler failing is the infrastructure's fault, not the policy's
                 raise _EpisodeEnd(StopReason.INFRA_ERROR, f"policy failed: {type(e).__name__}: {e}") from e
-            parsed = parse_tool_calls(completion.text, id_prefix=f"call_{k}")
+            parsed = self.chat.parse(completion.text, id_prefix=f"call_{k}")
             turn = Turn(
                 tuple(completion.token_ids),
                 tuple(completion.logprobs),
@@ -238,9 +244,10 @@ class _Episode:
                 completion.text,
                 tool_calls=parsed.tool_calls,
                 parse_error=parsed.error,
+                reasoning=parsed.reasoning,
             )
             self.context += completion.token_ids
-            self.messages.append(assistant_message(parsed, completion.text))
+            self.messages.append(self.chat.assistant_message(parsed, completion.text))
             if completion.finish_reason == "length":
                 self.turns.append(turn)
                 return StopReason.MAX_TOKENS, None
@@ -251,12 +258,7 @@ class _Episode:
                 if parse_errors >= cfg.max_parse_errors:
                     self.turns.append(turn)
                     return StopReason.PARSE_ERRORS, None
-                note = {
-                    "role": "user",
-                    "content": f"Error: {parsed.error}. Write tool calls as <tool_call>\n"
-                    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>',
-                }
-                self._append(turn, [note], sampled_eos, feed_back=not last)
+                self._append(turn, [self.chat.correction(parsed.error)], sampled_eos, feed_back=not last)
                 continue
             parse_errors = 0
             if not parsed.tool_calls:
@@ -286,7 +288,7 @@ class _Episode:
         """Record the turn and the messages after it; their ids only when the policy will see them."""
         obs: list[int] = []
         if feed_back:
-            obs = self.renderer.observation_ids(self.messages, new_messages, sampled_eos=sampled_eos)
+            obs = self.chat.observation_ids(self.messages, new_messages, sampled_eos=sampled_eos)
             self.context += obs
         self.messages.extend(new_messages)
         self.turns.append(dataclasses.replace(turn, observation_ids=tuple(obs)))

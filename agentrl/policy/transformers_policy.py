@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,7 @@ class TransformersPolicy:
         max_batch_size: int = 128,
         batch_wait_ms: float = 2.0,
         continuous: bool = True,
+        eos_token_ids: Iterable[int] = (),
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -110,7 +111,8 @@ class TransformersPolicy:
         self._lock = threading.Lock()
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
-        self._eos = {tokenizer.convert_tokens_to_ids(tokenizer.eos_token)}
+        # every id that ends a turn (a generation config may list several), else the tokenizer's end of sequence
+        self._eos = set(eos_token_ids) or {tokenizer.convert_tokens_to_ids(tokenizer.eos_token)}
         pad = tokenizer.pad_token_id
         self._pad = pad if pad is not None else next(iter(self._eos))
         self._seed_counter = 0

@@ -105,17 +105,29 @@ def metric_value(text: str, name: str, **labels: str) -> float:
 class ScriptedPolicy:
     """A `Policy` that replays scripted assistant turns: a test double for the model, never for our own parts.
 
-    `responses` is either a list of turn texts (turn k of every episode gets `responses[k]`; the turn index is
-    read off the prompt, so concurrent episodes do not interfere) or a function from the decoded prompt to the
-    next turn's text. Each turn is tokenized, closed with the end-of-turn token, and given fixed fake logprobs.
+    `responses` is either a list of turn texts (turn k of every episode gets `responses[k]`) or a function from the
+    decoded prompt to the next turn's text. Each turn is tokenized, closed with the end-of-turn token (the
+    tokenizer's, or `end_of_turn`), and given fixed fake logprobs. The turn index is the number of this policy's
+    earlier turns the prompt continues, whatever the chat template, so concurrent episodes do not interfere.
     """
 
-    def __init__(self, tokenizer: Any, responses: Sequence[str] | Callable[[str], str], *, logprob: float = -0.5):
+    def __init__(
+        self,
+        tokenizer: Any,
+        responses: Sequence[str] | Callable[[str], str],
+        *,
+        logprob: float = -0.5,
+        end_of_turn: int | None = None,
+    ):
         self.tokenizer = tokenizer
         self.version = 0
         self.responses = responses
         self.logprob = logprob
         self.calls = 0
+        self.end_of_turn = (
+            end_of_turn if end_of_turn is not None else tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+        )
+        self._turns: set[tuple[int, ...]] = set()
 
     async def generate(self, prompt_ids: Sequence[int], params: Any) -> Completion:
         self.calls += 1
@@ -123,14 +135,16 @@ class ScriptedPolicy:
         if callable(self.responses):
             text = self.responses(prompt)
         else:
-            turn = prompt.count("<|im_start|>assistant") - 1
+            prompt_ids = tuple(prompt_ids)
+            turn = sum(prompt_ids[: len(earlier)] == earlier for earlier in self._turns)
             text = self.responses[min(turn, len(self.responses) - 1)]
         ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         finish = "stop"
         if len(ids) + 1 > params.max_new_tokens:
             ids, finish = ids[: params.max_new_tokens], "length"
         else:
-            ids.append(self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token))
+            ids.append(self.end_of_turn)
+        self._turns.add((*prompt_ids, *ids))
         text_out = self.tokenizer.decode(ids[:-1] if finish == "stop" else ids, skip_special_tokens=False)
         n = len(ids)
         return Completion(tuple(ids), (self.logprob,) * n, (1.0,) * n, text_out, finish)  # type: ignore[arg-type]

@@ -1,0 +1,42 @@
+"""Chat plumbing for token-exact multi-turn rollouts with real models' templates.
+
+`chat_format.py` renders prompts and observation ids against the sampled prefix and reads sampled turns
+(`ChatFormat`, `ChatSettings`, `template_mismatch`); `tool_formats.py` holds the tool-call formats of model
+families and reads the format off a template; `reasoning.py` splits `<think>` blocks off a turn; `json_values.py`
+reads the JSON a model wrote so that nothing it wrote can fail later as an exception.
+"""
+
+from agentrl.rollout.chat.chat_format import ChatFormat, ChatSettings, Mismatch, end_of_turn_ids, template_mismatch
+from agentrl.rollout.chat.tool_formats import FORMATS, ParsedTurn, ToolCallFormat, detect
+
+__all__ = [
+    "FORMATS",
+    "ChatFormat",
+    "ChatSettings",
+    "Mismatch",
+    "ParsedTurn",
+    "ToolCallFormat",
+    "detect",
+    "end_of_turn_ids",
+    "parse_tool_calls",
+    "template_mismatch",
+]
+
+
+def parse_tool_calls(text: str, *, id_prefix: str = "call") -> ParsedTurn:
+    """Parse Hermes `<tool_call>` markup (the tiny policies' format) out of `text`; never raises."""
+    return FORMATS["hermes"].parse(text, id_prefix=id_prefix)
+
+
+ChatRenderer = ChatFormat
+
+
+def assistant_message(parsed: ParsedTurn, raw_text: str) -> dict:
+    """The OpenAI-format assistant message of a parsed turn (its raw text when the markup was malformed)."""
+    if parsed.error or not parsed.tool_calls:
+        return {"role": "assistant", "content": raw_text.strip() if parsed.error else parsed.content}
+    calls = [
+        {"type": "function", "id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
+        for c in parsed.tool_calls
+    ]
+    return {"role": "assistant", "content": parsed.content, "tool_calls": calls}
