@@ -50,6 +50,7 @@ from typing import Any, Self
 import httpx
 
 from agentrl.errors import SessionNotFound, ToolServerError, ToolServerUnavailable
+from agentrl.rollout.chat.json_values import JSONValueError, check_encodable
 from agentrl.types import ToolCall, ToolResult
 
 __all__ = ["SessionNotFound", "ToolClient", "ToolServerError", "ToolServerUnavailable"]
@@ -289,6 +290,10 @@ class HTTPToolSession:
     async def call(self, call: ToolCall) -> ToolResult:
         """Run one call: tool failures come back as results, infrastructure failures raise ToolServerError."""
         call_id = call.id or uuid.uuid4().hex  # fixed before the first attempt: retries reuse it
+        try:  # arguments that cannot travel as JSON are the caller's mistake, answered as one
+            check_encodable(call.arguments)
+        except JSONValueError as e:
+            return ToolResult.error(call.id, "bad_arguments", f"arguments of {call.name} are not valid JSON: {e}")
         body = {"name": call.name, "arguments": call.arguments, "call_id": call_id}
         data = await self._client._request(
             self.server, "POST", f"/sessions/{self.session_id}/call", json=body, pool=self.pool

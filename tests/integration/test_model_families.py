@@ -5,12 +5,15 @@ the sampled ids plus the template's rendering of each observation."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
 import pytest
 from agentrl.scaffolds.code.tools import calculate
 from agentrl.scaffolds.react import ReactScaffold
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentrl.config import RolloutConfig
 from agentrl.reward import RewardStack
@@ -150,3 +153,22 @@ def test_every_end_of_turn_id_of_the_generation_config_ends_a_turn(family):
     assert expected <= set(eos) and set(
         ChatFormat(tokenizer, settings=ChatSettings(eos_token_ids=eos)).eos_token_ids
     ) == set(eos)
+
+
+MARKUP = [
+    "<tool_call>", "</tool_call>", "<function=calculate>", "<parameter=expression>", "</parameter>", "</function>",
+    "<think>", "</think>", "[TOOL_CALLS]", "[ARGS]", '{"name": "calculate", "arguments": ', '"parameters": ',
+    '{"expression": "1+1"}', "NaN", "\\ud800", "[" * 50, "<|im_end|>", "<|eot_id|>", "</s>", "[INST]", "\n", " ",
+]  # fmt: skip
+turn_text = st.lists(st.one_of(st.sampled_from(MARKUP), st.text(max_size=12)), max_size=12).map("".join)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(turn_text, min_size=1, max_size=3))
+def test_no_model_output_is_an_infrastructure_failure(family, turns):
+    t, _ = asyncio.run(play(family, turns))
+    assert t.stop_reason is not StopReason.INFRA_ERROR, t.error
+    ids, offset = t.token_ids, len(t.prompt_ids)
+    for turn in t.turns:
+        assert ids[offset : offset + len(turn.completion_ids)] == list(turn.completion_ids)
+        offset += len(turn.completion_ids) + len(turn.observation_ids)

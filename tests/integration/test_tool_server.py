@@ -134,6 +134,9 @@ async def test_errors_are_results(client: ToolClient) -> None:
     assert bad.error_type == "bad_arguments" and "field 'by'" in bad.content
     missing = await session.call(call("echo", "m"))
     assert missing.error_type == "bad_arguments" and "field 'text': Field required" in missing.content
+    for value in (float("nan"), "\ud800", 10**2000):  # cannot travel as JSON: the caller's mistake, not the server's
+        unsendable = await session.call(call("echo", "x", text=value))
+        assert unsendable.error_type == "bad_arguments" and "not valid JSON" in unsendable.content
 
 
 async def test_unknown_tools_in_session_request_are_rejected(client: ToolClient) -> None:
