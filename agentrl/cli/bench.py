@@ -72,3 +72,23 @@ def bench_generate(
     from agentrl.bench.generate_bench import run_benchmark
 
     typer.echo(json.dumps(run_benchmark(trajectories, turns, max_new_tokens, threads, repeats), indent=2))
+
+
+@bench_app.command("learner")
+def bench_learner(
+    tokens: Annotated[int, typer.Option(help="Tokens of the micro-batch.")] = 16384,
+    vocab: Annotated[int, typer.Option(help="Vocabulary size (Qwen2.5: 151936).")] = 151936,
+    hidden: Annotated[int, typer.Option(help="Hidden size (small, so the vocabulary term dominates).")] = 256,
+    chunk: Annotated[int, typer.Option(help="trainer.logprob_chunk_tokens of the chunked variant.")] = 4096,
+    device: Annotated[str, typer.Option(help="`cpu` (counted on fake tensors) or `cuda` (allocated).")] = "cpu",
+    entropy: Annotated[str, typer.Option(help="Entropy: `off`, `value` (a metric, the default) or `grad`.")] = "value",
+) -> None:
+    """Peak memory of the log-prob/entropy loss from final hidden states, forward and backward: chunked vs full
+    fp32 logits, each variant in its own subprocess. On the CPU nothing is allocated: a tracker sums the bytes of
+    live tensors on fake tensors (kernels' internal scratch not counted); with --device cuda it is
+    torch.cuda.max_memory_allocated."""
+    import json
+
+    from agentrl.bench.learner_bench import run_benchmark
+
+    typer.echo(json.dumps(run_benchmark(tokens, vocab, hidden, chunk, device, entropy), indent=2))

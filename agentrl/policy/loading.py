@@ -58,15 +58,27 @@ def load_tokenizer(path: str) -> Any:
 
 
 def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) -> tuple[Any, Any]:
-    """Load (model, tokenizer); wrap the model with LoRA and gradient checkpointing when configured."""
+    """Load (model, tokenizer); wrap the model with LoRA and activation checkpointing when configured.
+
+    `policy.dtype=auto` loads a model to train in float32, the master copy the optimizer updates however the
+    learner computes (`trainer.precision`); a model loaded only to sample from (`trainable=False`) has no updates to
+    keep, so auto keeps its weights in bf16 on a GPU (half the memory) and float32 on the CPU.
+    `policy.gradient_checkpointing=None` turns activation checkpointing on for models of more than
+    `policy.activation_checkpointing_above_params` parameters (LoRA adapters not counted).
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
+    from agentrl.errors import ConfigError
+
     path = resolve_model_path(config.model)
     device = resolve_device(config.device)
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(config.dtype)
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if config.dtype != "auto" and config.dtype not in dtypes:
+        raise ConfigError(f"unknown policy.dtype {config.dtype!r}; known: auto, {', '.join(dtypes)}")
+    dtype = dtypes.get(config.dtype)
     if dtype is None:
-        dtype = torch.float32 if device == "cpu" else torch.bfloat16
+        dtype = torch.float32 if trainable or device == "cpu" else torch.bfloat16
     try:
         tokenizer = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
@@ -78,7 +90,10 @@ def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) ->
     model.to(device)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if trainable and config.gradient_checkpointing:
+    checkpointing = config.gradient_checkpointing
+    if checkpointing is None:
+        checkpointing = sum(p.numel() for p in model.parameters()) > config.activation_checkpointing_above_params
+    if trainable and checkpointing:
         # transformers 5.24 renamed it (the old name warns, then goes in v6)
         enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
         enable()

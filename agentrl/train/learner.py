@@ -7,11 +7,14 @@ credited and normalised) and the logprobs the sampler reported. One step:
 1. splits the samples, in order, into `trainer.minibatches_per_step` mini-batches (one optimizer step each);
 2. packs each mini-batch into micro-batches whose padded size (rows × longest row) stays within
    `trainer.max_tokens_per_microbatch`, longest samples first so rows of similar length share a batch;
-3. per micro-batch: forward, next-token logprobs,
+3. per micro-batch: forward (under `trainer.precision`'s autocast) to next-token logprobs in fp32, computed over
+   `trainer.logprob_chunk_tokens` positions at a time (`forward.py`, `chunked_logprobs.py`),
    loss = agg(policy loss) + kl_coef·agg(k3 KL to the reference) − entropy_coef·agg(entropy), backward.
    `aggregate` divides by mini-batch totals, so the gradients that accumulate over micro-batches are exactly
-   the mini-batch gradient whatever the packing;
-4. clips the global grad norm and steps AdamW.
+   the mini-batch gradient whatever the packing; chunking splits the positions of a micro-batch in the same
+   way (the gradient is the sum over chunks, recomputed chunk by chunk), so it changes nothing but the order of
+   float additions;
+4. sets the learning rate of this optimizer step (`schedule.py`), clips the global grad norm and steps AdamW.
 
 With one mini-batch the old policy is the current one (ratio ≡ 1: exactly on-policy, the clip never binds);
 with several, old logprobs come from a no-grad pass before the first optimizer step, as in PPO. Either way the
@@ -37,16 +40,17 @@ from torch.nn.utils.rnn import pad_sequence
 from agentrl.errors import ConfigError
 from agentrl.registry import resolve
 from agentrl.train.config import TrainerConfig
+from agentrl.train.forward import forward_logprobs_B_T1
 from agentrl.train.losses import (
     AGGREGATION_MODES,
     aggregate,
     entropy_aware_advantages,
-    entropy_from_logits,
     kl_k3,
-    token_logprobs,
     truncated_importance_weights,
 )
+from agentrl.train.precision import resolve_precision
 from agentrl.train.samples import PaddedSamples, TrainSample, collate, plan_microbatches, split_minibatches
+from agentrl.train.schedule import check_schedule, learning_rate
 
 # Per-token statistics averaged over all loss tokens of a step (the rest are averaged over optimizer steps).
 _TOKEN_METRICS = (
@@ -100,7 +104,11 @@ class Learner:
 
     `temperature` must match the sampling temperature so learner and sampler logprobs describe the same
     distribution; `max_tokens_per_sequence` is Dr. GRPO's constant normaliser for `seq-mean-token-sum-norm`
-    (default: the longest sample of each mini-batch).
+    (default: the longest sample of each mini-batch); `total_optimizer_steps` is the length of the learning-rate
+    schedule (default: `trainer.steps × trainer.minibatches_per_step`).
+
+    AdamW updates the parameters in their own dtype, so the weights it keeps are the master copy: fp32 unless the
+    model was loaded in half precision (`policy.dtype`), which `trainer.precision` = `fp32` / `bf16-mixed` refuse.
     """
 
     def __init__(
@@ -112,7 +120,9 @@ class Learner:
         ref_model: torch.nn.Module | None = None,
         temperature: float = 1.0,
         max_tokens_per_sequence: int | None = None,
+        total_optimizer_steps: int | None = None,
     ) -> None:
+        check_schedule(config.lr_schedule, config.warmup_steps, config.min_lr_ratio)
         if config.loss_agg not in AGGREGATION_MODES:
             known = ", ".join(AGGREGATION_MODES)
             raise ConfigError(f"unknown trainer.loss_agg {config.loss_agg!r}; known: {known}")
@@ -132,10 +142,13 @@ class Learner:
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no parameters with requires_grad=True")
+        self.precision = resolve_precision(config.precision, self.params)
+        self.total_optimizer_steps = total_optimizer_steps or config.steps * config.minibatches_per_step
         self.optimizer = torch.optim.AdamW(
-            self.params, lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay
+            self.params, lr=self._scheduled_lr(1), betas=tuple(config.betas), weight_decay=config.weight_decay
         )
         self.step = 0
+        self.optimizer_steps = 0
 
     @property
     def device(self) -> torch.device:
@@ -171,7 +184,7 @@ class Learner:
         for name in ("loss", "pg_loss", "grad_norm"):
             metrics[name] = step_sums[name] / len(minibatches)
         metrics.update(
-            lr=float(self.optimizer.param_groups[0]["lr"]),
+            lr=float(self.optimizer.param_groups[0]["lr"]),  # that of the step's last optimizer step
             tokens=float(num_tokens),
             sequences=float(len(samples)),
             microbatches=step_sums["microbatches"],
@@ -181,12 +194,16 @@ class Learner:
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        """Optimizer state and step counter (model weights are checkpointed by the caller)."""
-        return {"optimizer": self.optimizer.state_dict(), "step": self.step}
+        """Optimizer state and step counters, the schedule's position included (model weights are checkpointed by
+        the caller)."""
+        return {"optimizer": self.optimizer.state_dict(), "step": self.step, "optimizer_steps": self.optimizer_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`; one saved before the schedule counted optimizer steps resumes the schedule at
+        step × minibatches_per_step."""
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = int(state["step"])
+        self.optimizer_steps = int(state.get("optimizer_steps", self.step * self.config.minibatches_per_step))
 
     # --- one mini-batch --------------------------------------------------------------------------------
 
@@ -225,8 +242,9 @@ class Learner:
         """(total loss, policy loss) of one micro-batch, each scaled to its share of the mini-batch."""
         config, mask_B_T1 = self.config, batch.mask_B_T1
         agg = functools.partial(aggregate, mask_B_T=mask_B_T1, mode=config.loss_agg, **totals)
-        logits_B_T1_V = self._logits(self.model, batch)
-        logprobs_B_T1 = token_logprobs(logits_B_T1_V, batch.targets_B_T1)
+        logprobs_B_T1, entropy_B_T1 = self._logprobs(
+            self.model, batch, entropy="grad" if config.entropy_coef > 0 else "value"
+        )
         if old_B_T1 is None:
             old_B_T1 = logprobs_B_T1.detach()
             self._record_sampler_drift(old_B_T1, batch, token_sums)
@@ -251,11 +269,7 @@ class Learner:
             loss = loss + config.kl_coef * agg(kl_B_T1)
             token_sums["kl"] += _masked_sum(kl_B_T1, mask_B_T1)
         if config.entropy_coef > 0:
-            entropy_B_T1 = entropy_from_logits(logits_B_T1_V)
             loss = loss - config.entropy_coef * agg(entropy_B_T1)
-        else:
-            with torch.no_grad():
-                entropy_B_T1 = entropy_from_logits(logits_B_T1_V)
         token_sums["entropy"] += _masked_sum(entropy_B_T1, mask_B_T1)
         for name, values_B_T1 in stats.items():
             if name.startswith("clip_frac"):
@@ -264,6 +278,9 @@ class Learner:
 
     def _optimizer_step(self) -> float:
         """Clip, step and clear; a non-finite gradient skips the step rather than corrupting the weights."""
+        self.optimizer_steps += 1
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._scheduled_lr(self.optimizer_steps)
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
         if math.isfinite(grad_norm):
@@ -273,25 +290,34 @@ class Learner:
 
     # --- forward passes --------------------------------------------------------------------------------
 
-    def _logits(self, model: torch.nn.Module, batch: PaddedSamples) -> Tensor:
-        """Next-token logits for positions 1..T-1 (the logits at t−1 score token t)."""
-        device = next(model.parameters()).device
-        output = model(
-            input_ids=batch.input_ids_B_T.to(device),
-            attention_mask=batch.attention_mask_B_T.to(device),
-            use_cache=False,
+    def _scheduled_lr(self, optimizer_step: int) -> float:
+        config = self.config
+        return learning_rate(
+            optimizer_step,
+            peak_lr=config.lr,
+            total_steps=self.total_optimizer_steps,
+            schedule=config.lr_schedule,
+            warmup_steps=config.warmup_steps,
+            min_lr_ratio=config.min_lr_ratio,
         )
-        logits_B_T1_V = output.logits[:, :-1].to(self.device)
-        return logits_B_T1_V / self.temperature if self.temperature != 1.0 else logits_B_T1_V
+
+    def _logprobs(self, model: torch.nn.Module, batch: PaddedSamples, entropy: str = "off") -> tuple[Tensor, Any]:
+        """Logprobs (and entropies, per `entropy`) of tokens 1..T-1: the logits at t−1 score token t."""
+        return forward_logprobs_B_T1(
+            model,
+            batch,
+            precision=self.precision,
+            temperature=self.temperature,
+            chunk_tokens=self.config.logprob_chunk_tokens,
+            entropy=entropy,
+        )
 
     @torch.no_grad()
     def _reference_logprobs(self, batch: PaddedSamples) -> Tensor:
         if self.ref_model is not None:
-            logits_B_T1_V = self._logits(self.ref_model, batch)
-        else:
-            with self.model.disable_adapter():  # type: ignore[operator]
-                logits_B_T1_V = self._logits(self.model, batch)
-        return token_logprobs(logits_B_T1_V, batch.targets_B_T1)
+            return self._logprobs(self.ref_model, batch)[0]
+        with self.model.disable_adapter():  # type: ignore[operator]
+            return self._logprobs(self.model, batch)[0]
 
     @torch.no_grad()
     def _old_logprobs(self, samples: Sequence[TrainSample], token_sums: dict[str, float]) -> list[Tensor]:
@@ -300,7 +326,7 @@ class Learner:
         lengths = [len(s.token_ids) for s in samples]
         for plan in plan_microbatches(lengths, self.config.max_tokens_per_microbatch):
             batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
-            logprobs_B_T1 = token_logprobs(self._logits(self.model, batch), batch.targets_B_T1)
+            logprobs_B_T1 = self._logprobs(self.model, batch)[0]
             self._record_sampler_drift(logprobs_B_T1, batch, token_sums)
             for row, i in enumerate(plan):
                 old[i] = logprobs_B_T1[row, : lengths[i] - 1]

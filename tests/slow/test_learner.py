@@ -145,14 +145,20 @@ def test_masked_tokens_get_zero_gradient(last_token_trained):
     assert changed_rows == ([5, 6, 7, 62] if last_token_trained else [5, 6])
 
 
+@pytest.mark.parametrize("chunk", [0, 3])
 @pytest.mark.parametrize("minibatches", [1, 2])
 @pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
-def test_gradient_accumulation_is_exact(loss_agg, minibatches):
+def test_gradient_accumulation_is_exact(loss_agg, minibatches, chunk):
     samples = make_samples(8)
     models = []
     for budget in (1, 100_000):
         model = tiny_model()
-        trainer = config(max_tokens_per_microbatch=budget, loss_agg=loss_agg, minibatches_per_step=minibatches)
+        trainer = config(
+            max_tokens_per_microbatch=budget,
+            loss_agg=loss_agg,
+            minibatches_per_step=minibatches,
+            logprob_chunk_tokens=chunk,
+        )
         metrics = Learner(model, trainer, pad_token_id=PAD).update(samples)
         models.append(model)
         assert metrics["microbatches"] == (8 if budget == 1 else minibatches)

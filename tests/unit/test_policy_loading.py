@@ -24,3 +24,37 @@ def test_gradient_checkpointing_and_lora_wrap_the_model_without_deprecated_calls
     assert trainable and all("lora_" in name for name in trainable)
     ours = [str(w.message) for w in caught if "checkpointing_enable" in str(w.message)]
     assert not ours, ours
+
+
+def is_checkpointing(model) -> bool:
+    flag = getattr(model, "is_activation_checkpointing", None)
+    return flag if flag is not None else model.is_gradient_checkpointing
+
+
+@pytest.mark.parametrize(("threshold", "expected"), [(1_000, True), (10**12, False)])
+def test_gradient_checkpointing_none_turns_on_above_the_size_threshold(threshold, expected):
+    config = PolicyConfig(model="tiny", gradient_checkpointing=None, activation_checkpointing_above_params=threshold)
+    model, _ = load_model_and_tokenizer(config)
+    assert 1_000 < sum(p.numel() for p in model.parameters()) < 10**12
+    assert is_checkpointing(model) is expected
+    assert (model.config.use_cache is False) if expected else True
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_explicit_gradient_checkpointing_ignores_the_threshold(explicit):
+    threshold = 10**12 if explicit else 1_000
+    config = PolicyConfig(
+        model="tiny", gradient_checkpointing=explicit, activation_checkpointing_above_params=threshold
+    )
+    model, _ = load_model_and_tokenizer(config)
+    assert is_checkpointing(model) is explicit
+
+
+def test_auto_dtype_trains_float32_weights_on_any_device():
+    import torch
+
+    # "meta" stands in for a GPU: before, auto meant bf16 on every device but the CPU
+    model, _ = load_model_and_tokenizer(PolicyConfig(model="tiny", device="meta"))
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    served, _ = load_model_and_tokenizer(PolicyConfig(model="tiny", device="meta"), trainable=False)
+    assert {p.dtype for p in served.parameters()} == {torch.bfloat16}

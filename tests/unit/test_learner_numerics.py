@@ -1,0 +1,160 @@
+"""The learner's numerics: fp32 master weights under bf16 autocast, chunked log-probs inside `Learner.update`, and the
+learning-rate schedule with its checkpointed state."""
+
+import copy
+import dataclasses
+import math
+import random
+
+import pytest
+import torch
+
+from agentrl.errors import ConfigError
+from agentrl.tiny.model import tiny_qwen2, tiny_qwen2_config
+from agentrl.train.config import TrainerConfig
+from agentrl.train.learner import Learner
+from agentrl.train.precision import resolve_precision
+from agentrl.train.samples import TrainSample
+from agentrl.train.schedule import learning_rate
+
+pytestmark = pytest.mark.unit
+
+VOCAB = 48
+
+
+def small_model(seed: int = 0) -> torch.nn.Module:
+    return tiny_qwen2(tiny_qwen2_config(VOCAB, hidden_size=64, num_hidden_layers=2), seed=seed)
+
+
+def make_samples(n: int = 6, seed: int = 0) -> list[TrainSample]:
+    rng = random.Random(seed)
+    samples = []
+    for i in range(n):
+        prompt, turn = rng.randint(2, 5), rng.randint(4, 9)
+        mask = [False] * prompt + [True] * turn
+        advantage = 1.0 if i % 2 == 0 else -0.8
+        samples.append(
+            TrainSample(
+                token_ids=tuple(rng.randint(1, VOCAB - 1) for _ in mask),
+                loss_mask=tuple(mask),
+                advantages=tuple(advantage if m else 0.0 for m in mask),
+                sampler_logprobs=tuple(-rng.random() * 3 if m else 0.0 for m in mask),
+            )
+        )
+    return samples
+
+
+def changed_fraction(model: torch.nn.Module, before: dict[str, torch.Tensor]) -> float:
+    changed = sum(int((p.detach() != before[n]).sum()) for n, p in model.named_parameters())
+    return changed / sum(p.numel() for p in model.parameters())
+
+
+# --- precision ----------------------------------------------------------------------------------------------
+
+
+def test_bf16_mixed_over_fp32_weights_moves_them_at_rl_learning_rates_and_bf16_weights_mostly_do_not():
+    fractions = {}
+    for precision, dtype in (("bf16-mixed", torch.float32), ("bf16", torch.bfloat16)):
+        model = small_model().to(dtype)
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        learner = Learner(model, TrainerConfig(lr=1e-6, precision=precision), pad_token_id=0)
+        learner.update(make_samples())
+        assert all(p.dtype == dtype for p in model.parameters())
+        fractions[precision] = changed_fraction(model, before)
+    # fp32 master weights take nearly every update (the rest: embedding rows of tokens the batch never saw);
+    # in bf16 a 1e-6 step is below the spacing of all but the tiniest weights
+    assert fractions["bf16-mixed"] > 0.9, fractions
+    assert fractions["bf16"] < 0.1, fractions
+
+
+def test_bf16_mixed_runs_every_forward_pass_under_autocast_and_the_loss_in_fp32():
+    model, ref_model = small_model(), small_model(seed=1)
+    seen: dict[str, set] = {"policy": set(), "reference": set()}
+    for name, m in (("policy", model), ("reference", ref_model)):
+        m.model.layers[0].mlp.down_proj.register_forward_hook(lambda mod, i, out, name=name: seen[name].add(out.dtype))
+    config = TrainerConfig(lr=1e-6, precision="bf16-mixed", minibatches_per_step=2, kl_coef=0.1)
+    metrics = Learner(model, config, pad_token_id=0, ref_model=ref_model).update(make_samples())
+    assert seen == {"policy": {torch.bfloat16}, "reference": {torch.bfloat16}}
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert math.isfinite(metrics["loss"]) and metrics["kl"] > 0
+
+
+def test_precision_resolution():
+    fp32, bf16 = [torch.zeros(1)], [torch.zeros(1, dtype=torch.bfloat16)]
+    assert resolve_precision("auto", fp32) == "fp32"  # no CUDA here
+    assert resolve_precision("auto", bf16) == "bf16"
+    assert resolve_precision("bf16-mixed", fp32) == "bf16-mixed"
+    with pytest.raises(ConfigError, match="policy.dtype"):
+        resolve_precision("bf16-mixed", bf16)
+    with pytest.raises(ConfigError, match="unknown trainer.precision"):
+        resolve_precision("fp16", fp32)
+
+
+# --- chunked log-probs inside the learner ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entropy_coef", [0.0, 0.05])
+def test_chunked_update_equals_the_one_pass_update(entropy_coef):
+    results = []
+    for chunk in (0, 5):
+        model = small_model().double()
+        config = TrainerConfig(
+            lr=1e-3, logprob_chunk_tokens=chunk, entropy_coef=entropy_coef, minibatches_per_step=2, max_grad_norm=0
+        )
+        # a tight micro-batch budget: gradients accumulate over micro-batches and over chunks within them
+        config = dataclasses.replace(config, max_tokens_per_microbatch=20)
+        metrics = Learner(model, config, pad_token_id=0, temperature=0.9).update(make_samples(8))
+        results.append((model, metrics))
+    (one_pass, m0), (chunked, m1) = results
+    for name in ("loss", "pg_loss", "entropy", "grad_norm", "sampler_logprob_abs_diff", "microbatches"):
+        assert m1[name] == pytest.approx(m0[name], rel=1e-10, abs=1e-12), name
+    for (name, a), (_, b) in zip(one_pass.named_parameters(), chunked.named_parameters(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12, msg=name)
+
+
+# --- the learning-rate schedule -------------------------------------------------------------------------------
+
+
+def test_schedule_values_at_warmup_mid_and_end():
+    cosine = dict(peak_lr=1.0, total_steps=14, schedule="cosine", warmup_steps=4, min_lr_ratio=0.1)
+    assert learning_rate(0, **cosine) == 0.0
+    assert learning_rate(1, **cosine) == pytest.approx(0.25)
+    assert learning_rate(4, **cosine) == pytest.approx(1.0)
+    assert learning_rate(9, **cosine) == pytest.approx(0.55)  # halfway between the peak and the floor
+    assert learning_rate(14, **cosine) == pytest.approx(0.1)
+    assert learning_rate(20, **cosine) == pytest.approx(0.1)
+    constant = dict(cosine, schedule="constant")
+    assert [learning_rate(k, **constant) for k in (2, 4, 9, 14)] == pytest.approx([0.5, 1.0, 1.0, 1.0])
+
+
+def test_learner_follows_the_schedule_in_optimizer_steps_and_logs_it():
+    config = TrainerConfig(lr=1e-3, steps=3, minibatches_per_step=2, lr_schedule="cosine", warmup_steps=2)
+    learner = Learner(small_model(), config, pad_token_id=0)
+    logged = [learner.update(make_samples(seed=s))["lr"] for s in range(3)]
+    # optimizer steps 2, 4 and 6 of 6 end the three steps: the peak, then cosine down to 0
+    assert logged == pytest.approx([1e-3, 1e-3 * 0.5 * (1 + math.cos(math.pi / 2)), 0.0])
+    assert learner.optimizer_steps == 6
+
+
+def test_schedule_state_round_trips_and_an_old_checkpoint_still_loads():
+    config = TrainerConfig(lr=1e-3, steps=4, lr_schedule="cosine", warmup_steps=1, min_lr_ratio=0.2)
+    first = Learner(small_model(), config, pad_token_id=0)
+    for seed in range(2):
+        first.update(make_samples(seed=seed))
+    state = copy.deepcopy(first.state_dict())
+    assert state["optimizer_steps"] == 2
+
+    resumed = Learner(small_model(), config, pad_token_id=0)
+    resumed.load_state_dict(state)
+    assert resumed.update(make_samples(seed=5))["lr"] == first.update(make_samples(seed=5))["lr"]
+    assert resumed.optimizer_steps == 3
+
+    old = {key: value for key, value in state.items() if key != "optimizer_steps"}  # written before the schedule
+    legacy = Learner(small_model(), dataclasses.replace(config, minibatches_per_step=2), pad_token_id=0)
+    legacy.load_state_dict(old)
+    assert legacy.step == 2 and legacy.optimizer_steps == 4
+
+
+def test_unknown_schedule_is_a_config_error():
+    with pytest.raises(ConfigError, match="lr_schedule"):
+        Learner(small_model(), TrainerConfig(lr_schedule="linear"), pad_token_id=0)
