@@ -110,10 +110,47 @@ def serve(
     record: Annotated[bool, typer.Option(help="Gateway mode: record sessions as token-exact trajectories.")] = False,
     record_dir: Annotated[Path | None, typer.Option(help="Append recorded episodes to DIR/sessions.jsonl.")] = None,
     device: Annotated[str, typer.Option(help="Torch device: auto, cpu, cuda, …")] = "auto",
+    weights_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTRL_WEIGHTS_TOKEN",
+            show_envvar=True,
+            help="Accept weight updates (`POST /admin/weights` with `Authorization: Bearer TOKEN`): "
+            "`agentrl train policy.backend=openai policy.weight_sync_token=TOKEN` pushes its weights after every "
+            "step. Without a token the endpoint is off, and training against this server is refused unless "
+            "`policy.off_policy=true`.",
+        ),
+    ] = None,
+    weight_updates: Annotated[
+        bool,
+        typer.Option(
+            "--weight-updates/--no-weight-updates",
+            help="`--no-weight-updates` turns the weight-update endpoint off even when a token is set.",
+        ),
+    ] = True,
+    tool_parser: Annotated[str, typer.Option(help="auto, hermes, qwen3_coder, llama3_json or mistral.")] = "auto",
+    chat_template: Annotated[Path | None, typer.Option(help="A Jinja chat template file to use instead.")] = None,
+    thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Pass enable_thinking.")] = None,
 ) -> None:
-    """Serve a local checkpoint over an OpenAI-compatible API (chat with tools, token-id completions)."""
+    """Serve a local checkpoint over an OpenAI-compatible API (chat with tools, token-id completions).
+
+    Weight updates from a trainer (`/admin/weights`) are off unless --weights-token is set.
+    """
     from agentrl.serve.app import serve_model
 
     recording = " (recording sessions)" if record or record_dir else ""
-    typer.echo(f"serving {model} on http://{host}:{port}/v1{recording}")
-    serve_model(model, host=host, port=port, record=record, record_dir=record_dir, device=device)
+    updates = "on" if weights_token and weight_updates else "off"
+    typer.echo(f"serving {model} on http://{host}:{port}/v1{recording}; weight updates {updates}")
+    serve_model(
+        model,
+        host=host,
+        port=port,
+        record=record,
+        record_dir=record_dir,
+        device=device,
+        weights_token=weights_token,
+        weight_updates=weight_updates,
+        tool_parser=tool_parser,
+        chat_template=str(chat_template) if chat_template else None,
+        enable_thinking=thinking,
+    )

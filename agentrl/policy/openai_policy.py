@@ -7,6 +7,11 @@ as ids (`return_tokens_as_token_ids`, a vLLM extension also honoured by `agentrl
 the extension make it fall back to re-tokenizing the returned text, which breaks the token-exact rule, so that
 fallback is counted in `retokenized_completions` and should be zero in a healthy setup. The entropy is a
 top-k proxy from the returned top logprobs.
+
+Weights: built for training (`from_config` with the learner's `source_model`), the policy checks that the server can
+take the learner's weights and pushes them once, so the server starts from exactly the learner's weights;
+`sync_weights()` pushes them after every step and `refresh_weights()` pushes them without counting a step (after
+`--resume`). How, and what happens when the server cannot take weights: `weight_sync.py`.
 """
 
 from __future__ import annotations
@@ -34,11 +39,17 @@ class OpenAICompletionsPolicy:
         top_logprobs: int = 5,
         timeout_s: float = 120.0,
         max_retries: int = 3,
+        source_model: Any | None = None,
+        weight_sync: Any | None = None,
     ):
         from openai import AsyncOpenAI
 
         self.tokenizer = tokenizer
         self.version = 0
+        self.source_model = source_model
+        # pushes source_model's weights to the server (weight_sync.py); None: the server's weights stay as they are
+        # (evaluation, or training with policy.off_policy=true)
+        self.weight_sync = weight_sync
         self.model = model
         self.top_logprobs = top_logprobs
         self.retokenized_completions = 0
@@ -51,9 +62,23 @@ class OpenAICompletionsPolicy:
         self._eos_text = tokenizer.eos_token
 
     @classmethod
-    def from_config(cls, config: Any, tokenizer: Any) -> OpenAICompletionsPolicy:
-        """The client a `PolicyConfig` describes (`backend=openai`)."""
-        return cls(tokenizer, base_url=config.base_url, model=config.model, api_key=config.api_key)
+    def from_config(cls, config: Any, tokenizer: Any, *, source_model: Any | None = None) -> OpenAICompletionsPolicy:
+        """The client a `PolicyConfig` describes (`backend=openai`), training `source_model`: checks that the server
+        takes weights (a `ConfigError` saying what to do when it cannot, unless `policy.off_policy=true`) and pushes
+        the learner's weights once."""
+        from agentrl.policy.weight_sync import connect_weight_sync
+
+        sync = connect_weight_sync(config, source_model)
+        policy = cls(
+            tokenizer,
+            base_url=config.base_url,
+            model=config.model,
+            api_key=config.api_key,
+            source_model=source_model,
+            weight_sync=sync,
+        )
+        policy.refresh_weights()
+        return policy
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
         import openai
@@ -64,14 +89,15 @@ class OpenAICompletionsPolicy:
             raise SamplerError(f"{self.model} at {self.client.base_url}: {type(e).__name__}: {e}") from e
         choice = response.choices[0]
         ids, logprobs, entropies = self._tokens(choice)
-        ended_by_eos = bool(ids) and ids[-1] == self.tokenizer.eos_token_id
+        ended_by_eos = bool(ids) and ids[-1] in self.eos_token_ids
         if choice.finish_reason == "length":
             finish = "length"
         elif ended_by_eos or not params.stop:
             finish = "stop"
         else:
             finish = "tool_call"
-        text = choice.text.removesuffix(self._eos_text) if ended_by_eos else choice.text
+        eos_text = self.tokenizer.convert_ids_to_tokens(ids[-1]) if ended_by_eos else ""
+        text = choice.text.removesuffix(eos_text) if ended_by_eos else choice.text
         return Completion(tuple(ids), tuple(logprobs), tuple(entropies), text, finish)  # type: ignore[arg-type]
 
     async def _complete(self, prompt_ids: Sequence[int], params: SamplingParams) -> Any:
@@ -91,9 +117,30 @@ class OpenAICompletionsPolicy:
             },
         )
 
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        """Every id that ends a turn: the chat settings' (the generation config's), else the tokenizer's."""
+        settings = getattr(self, "chat_settings", None)
+        return frozenset(
+            settings.eos_token_ids if settings and settings.eos_token_ids else [self.tokenizer.eos_token_id]
+        )
+
     def sync_weights(self) -> None:
-        """Weights live in the server; whoever updates it bumps the version here."""
+        """After a learner step: push the learner's weights to the server, then count the new version."""
+        self.refresh_weights()
         self.version += 1
+
+    def refresh_weights(self) -> None:
+        """Push the learner's current weights without counting a step (after a resumed run loaded its checkpoint)."""
+        if self.weight_sync is not None and self.source_model is not None:
+            from agentrl.policy.weight_sync import learner_weights
+
+            self.weight_sync.push(learner_weights(self.source_model))
+
+    async def aclose(self) -> None:
+        if self.weight_sync is not None:
+            self.weight_sync.close()
+        await self.client.close()
 
     def _tokens(self, choice: Any) -> tuple[list[int], list[float], list[float]]:
         lp = choice.logprobs

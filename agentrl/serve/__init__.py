@@ -4,5 +4,6 @@
 - `chat_completions.py`: chat and token-id completions, token-exact with the training chat template;
 - `streaming.py`: server-sent events;
 - `recorder.py`: gateway sessions recorded as token-exact trajectories, with mismatch detection;
-- `recorded.py`: recorded sessions → trajectory groups → a learner step.
+- `recorded.py`: recorded sessions → trajectory groups → a learner step;
+- `weights.py`: weight updates pushed by a trainer (`/admin/weights`), applied between requests (`sampling_gate.py`).
 """

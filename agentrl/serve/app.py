@@ -5,10 +5,13 @@ Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (tools, too
 `GET /v1/sessions/{id}` and `POST /v1/sessions/{id}/reward` `{"reward": r, "episode"?: k, "turn"?: t}`.
 A session is named by the `X-Session-Id` header, else by the bearer API key; `X-Agentrl-Group` names the group
 (task) an episode belongs to, else the opening system and user messages do.
+Over a real model also `GET /admin/weights` (capability, weight version) and `POST /admin/weights` (a weight update,
+authenticated with the weights token): see `weights.py`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from agentrl.serve.chat_completions import ChatService
 from agentrl.serve.recorder import SessionRecorder
 from agentrl.serve.sampling import RequestError
 from agentrl.serve.streaming import chunks
+from agentrl.serve.weights import OFF_BY_FLAG, WEIGHTS_ROUTE, WeightUpdater
 
 
 def session_of(request: Request) -> str | None:
@@ -46,16 +50,20 @@ def create_app(service: ChatService) -> FastAPI:
 
     @app.exception_handler(RequestError)
     async def request_error(_: Request, exc: RequestError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {
+        out = {
             "status": "ok",
             "models": list(service.model_names),
             "requests": service.requests,
             "recording": service.recorder is not None,
         }
+        if service.weights is not None:
+            out["weight_version"] = service.weights.version
+        return out
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -84,7 +92,34 @@ def create_app(service: ChatService) -> FastAPI:
 
     if service.recorder is not None:
         _gateway_routes(app, service.recorder)
+    if service.weights is not None:
+        _weight_routes(app, service.weights)
     return app
+
+
+def _weight_routes(app: FastAPI, weights: WeightUpdater) -> None:
+    @app.get(WEIGHTS_ROUTE)
+    async def capability(request: Request) -> dict[str, Any]:
+        return weights.capability(request.headers.get("authorization"))
+
+    @app.post(WEIGHTS_ROUTE)
+    async def update(request: Request) -> dict[str, Any]:
+        weights.authorize(request.headers.get("authorization"))  # before reading a byte of the body
+        kind = request.headers.get("content-type", "").split(";")[0].strip()
+        if kind == "application/json":
+            path = (await _body(request)).get("path")
+            if not isinstance(path, str) or not path:
+                raise RequestError('a JSON update names a safetensors file or directory: {"path": ...}', param="path")
+            tensors = await asyncio.to_thread(weights.read_path, path)
+        elif kind == "application/octet-stream":
+            tensors = weights.read_bytes(await request.body())
+        else:
+            raise RequestError(
+                'send application/json {"path": ...} or application/octet-stream safetensors bytes',
+                status=415,
+                code="unsupported_media_type",
+            )
+        return await weights.apply(tensors)
 
 
 def _gateway_routes(app: FastAPI, recorder: SessionRecorder) -> None:
@@ -135,19 +170,35 @@ def build_service(
     record: bool = False,
     device: str = "auto",
     max_batch_size: int = 64,
+    weights_token: str | None = None,
+    weight_updates: bool = True,
+    tool_parser: str = "auto",
+    chat_template: str | None = None,
+    enable_thinking: bool | None = None,
 ) -> ChatService:
-    """Load a checkpoint (`tiny`, a path, or a cached hub id) behind a `ChatService`."""
+    """Load a checkpoint (`tiny`, a path, or a cached hub id) behind a `ChatService`. Weight updates are on when
+    `weight_updates` and a `weights_token` is given."""
     from agentrl.config import PolicyConfig
     from agentrl.policy import load_model_and_tokenizer, resolve_model_path
+    from agentrl.policy.backends import chat_settings
     from agentrl.policy.transformers_policy import TransformersPolicy
 
-    loaded, tokenizer = load_model_and_tokenizer(PolicyConfig(model=model, device=device), trainable=False)
+    chat = {"tool_parser": tool_parser, "chat_template": chat_template, "enable_thinking": enable_thinking}
+    config = PolicyConfig(model=model, device=device, **chat)
+    loaded, tokenizer = load_model_and_tokenizer(config, trainable=False)
     loaded.eval()
-    policy = TransformersPolicy(loaded, tokenizer, max_batch_size=max_batch_size)
-    recorder = SessionRecorder(tokenizer, record_dir) if (record or record_dir) else None
+    settings = chat_settings(config, tokenizer, loaded)
+    policy = TransformersPolicy(loaded, tokenizer, max_batch_size=max_batch_size, eos_token_ids=settings.eos_token_ids)
+    policy.chat_settings = settings
+    recorder = SessionRecorder(tokenizer, record_dir, settings=settings) if (record or record_dir) else None
     names = tuple(dict.fromkeys([model, resolve_model_path(model)]))
     context = int(getattr(loaded.config, "max_position_embeddings", 4096))
-    return ChatService(policy, names, recorder=recorder, context_tokens=context)
+    service = ChatService(policy, names, recorder=recorder, context_tokens=context)
+    token = weights_token if weight_updates else None
+    service.weights = WeightUpdater(
+        policy, service.gate, token=token, off_reason=None if weight_updates else OFF_BY_FLAG
+    )
+    return service
 
 
 def serve_model(
@@ -158,11 +209,23 @@ def serve_model(
     record: bool = False,
     record_dir: str | Path | None = None,
     device: str = "auto",
+    weights_token: str | None = None,
+    weight_updates: bool = True,
+    **chat: Any,
 ) -> None:
-    """The body of `agentrl serve`: load the model and serve it until interrupted."""
+    """The body of `agentrl serve`: load the model and serve it until interrupted (`chat`: the chat settings of
+    `build_service`)."""
     import uvicorn
 
-    service = build_service(model, record=record, record_dir=record_dir, device=device)
+    service = build_service(
+        model,
+        record=record,
+        record_dir=record_dir,
+        device=device,
+        weights_token=weights_token,
+        weight_updates=weight_updates,
+        **chat,
+    )
     from agentrl.toolserver.app import KEEP_ALIVE_S
 
     uvicorn.run(create_app(service), host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)

@@ -14,21 +14,23 @@ as prompt (outside the loss mask).
 
 `/v1/completions` takes prompts as token ids and, with `return_tokens_as_token_ids` (the vLLM extension),
 reports sampled tokens as `token_id:N`: the protocol of `agentrl.policy.openai_policy.OpenAICompletionsPolicy`.
+
+Every request samples inside `gate` (a `SamplingGate`), so a weight update (`weights.py`) applies between requests.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from typing import Any
 
 from agentrl.protocols import SamplingParams
-from agentrl.rollout.chat import ChatRenderer, parse_tool_calls
+from agentrl.rollout.chat import ChatFormat
 from agentrl.serve.messages import reply_message, template_message, template_messages
 from agentrl.serve.recorder import SessionRecorder
 from agentrl.serve.sampling import RequestError, choices_of, sampling_params
+from agentrl.serve.sampling_gate import SamplingGate
 from agentrl.types import Completion
 
 
@@ -51,6 +53,8 @@ class ChatService:
         self.context_tokens = context_tokens
         self.default_max_tokens = default_max_tokens
         self.requests = 0
+        self.gate = SamplingGate()
+        self.weights: Any = None  # a WeightUpdater over a real model; None (no weight routes) over a scripted one
 
     def check_model(self, body: dict[str, Any]) -> str:
         model = body.get("model")
@@ -66,6 +70,10 @@ class ChatService:
     # --- chat ------------------------------------------------------------------------------------------
 
     async def chat(self, body: dict[str, Any], *, session_id: str | None, group: str | None = None) -> dict[str, Any]:
+        async with self.gate.sampling():
+            return await self._chat(body, session_id=session_id, group=group)
+
+    async def _chat(self, body: dict[str, Any], *, session_id: str | None, group: str | None) -> dict[str, Any]:
         model = self.check_model(body)
         messages = body.get("messages")
         if (
@@ -79,8 +87,9 @@ class ChatService:
         except (KeyError, TypeError) as e:
             raise RequestError(f"malformed message: {e}", param="messages") from e
         tools = body.get("tools") or None
+        chat = ChatFormat.of(self.policy, tools)
         parse_tools = body.get("tool_choice") != "none"
-        forced = forced_call_prefix(body.get("tool_choice"), tools)
+        forced = forced_call_prefix(body.get("tool_choice"), tools, chat)
         forced_ids = self.tokenizer.encode(forced, add_special_tokens=False) if forced else []
         n = choices_of(body)
         self.requests += 1
@@ -92,7 +101,7 @@ class ChatService:
                 pending.force(forced_ids)
                 params = self._params(body, len(pending.prompt_ids))
                 completion = await self.policy.generate(pending.prompt_ids, params)
-                choice, parsed = self._choice(0, completion, params, parse_tools, body, forced)
+                choice, parsed = self._choice(chat, 0, completion, params, parse_tools, body, forced)
                 turn = self.recorder.finish(
                     pending,
                     completion,
@@ -108,11 +117,11 @@ class ChatService:
                 "mismatches": pending.episode.mismatches,
             }
             return self._response(model, [choice], pending.prompt_ids, [completion], extra)
-        prompt_ids = ChatRenderer(self.tokenizer, tools).prompt_ids(history) + forced_ids
+        prompt_ids = chat.prompt_ids(history) + forced_ids
         params = [self._params(body, len(prompt_ids), i) for i in range(n)]
         completions = await asyncio.gather(*(self.policy.generate(prompt_ids, p) for p in params))
         choices = [
-            self._choice(i, c, p, parse_tools, body, forced)[0]
+            self._choice(chat, i, c, p, parse_tools, body, forced)[0]
             for i, (c, p) in enumerate(zip(completions, params, strict=False))
         ]
         return self._response(model, choices, prompt_ids, completions, {})
@@ -128,6 +137,7 @@ class ChatService:
 
     def _choice(
         self,
+        chat: ChatFormat,
         index: int,
         completion: Completion,
         params: SamplingParams,
@@ -139,8 +149,8 @@ class ChatService:
         if completion.finish_reason == "tool_call":  # a request stop string ended generation; OpenAI drops it
             text = next((text[: -len(s)] for s in params.stop if text.endswith(s)), text)
         text = forced + text
-        parsed = parse_tool_calls(text, id_prefix=f"call_{uuid.uuid4().hex[:8]}")
-        message = reply_message(parsed, text, parse_tools=parse_tools)
+        parsed = chat.parse(text, id_prefix=f"call_{uuid.uuid4().hex[:8]}")
+        message = reply_message(parsed, chat.content_of(text), parse_tools=parse_tools)
         if completion.finish_reason == "length":
             finish = "length"
         else:
@@ -192,6 +202,10 @@ class ChatService:
     # --- completions over token ids --------------------------------------------------------------------
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        async with self.gate.sampling():
+            return await self._completions(body)
+
+    async def _completions(self, body: dict[str, Any]) -> dict[str, Any]:
         model = self.check_model(body)
         prompt = body.get("prompt")
         if isinstance(prompt, str):
@@ -237,14 +251,16 @@ class ChatService:
         }
 
 
-def forced_call_prefix(tool_choice: Any, tools: list[dict[str, Any]] | None) -> str:
-    """The markup a `tool_choice` forces the reply to start with ("" for `auto`, `none` or no choice)."""
+def forced_call_prefix(tool_choice: Any, tools: list[dict[str, Any]] | None, chat: ChatFormat) -> str:
+    """The markup a `tool_choice` forces the reply to start with, in the model's tool-call format ("" for `auto`,
+    `none` or no choice); a generation prompt that opened a reasoning block gets it closed first."""
     if tool_choice in (None, "auto", "none"):
         return ""
     if not tools:
         raise RequestError("tool_choice requires tools", param="tool_choice")
+    closing = f"{chat.reasoning.close}\n\n" if chat.reasoning is not None and chat.prompt_opens_reasoning else ""
     if tool_choice == "required":
-        return "<tool_call>\n"
+        return closing + chat.tool_format.forced_prefix()
     name = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
     if not isinstance(name, str):
         raise RequestError(
@@ -254,4 +270,4 @@ def forced_call_prefix(tool_choice: Any, tools: list[dict[str, Any]] | None) -> 
     known = [t.get("function", {}).get("name") for t in tools]
     if name not in known:
         raise RequestError(f"tool_choice names {name!r}, which is not among the tools", param="tool_choice")
-    return '<tool_call>\n{"name": ' + json.dumps(name) + ', "arguments": '
+    return closing + chat.tool_format.forced_prefix(name)

@@ -37,6 +37,8 @@ def _arguments(raw: Any) -> Any:
 def template_message(message: dict[str, Any]) -> dict[str, Any]:
     """One client message in the form the chat template renders."""
     out: dict[str, Any] = {"role": message["role"], "content": content_text(message.get("content"))}
+    if isinstance(message.get("reasoning_content"), str):
+        out["reasoning_content"] = message["reasoning_content"]
     if message.get("tool_calls"):
         out["tool_calls"] = [
             {
@@ -69,16 +71,22 @@ def canonical(message: dict[str, Any]) -> tuple[Any, ...]:
     return message["role"], message.get("content") or "", calls
 
 
-def reply_message(parsed: ParsedTurn, raw_text: str, *, parse_tools: bool) -> dict[str, Any]:
-    """The assistant message returned to the client (OpenAI wire format: arguments as JSON strings)."""
+def reply_message(parsed: ParsedTurn, content: str, *, parse_tools: bool) -> dict[str, Any]:
+    """The assistant message returned to the client (OpenAI wire format: arguments as JSON strings, reasoning in
+    `reasoning_content`); `content` is the turn's text after its reasoning, returned as is when calls are not
+    parsed or their markup was malformed."""
     if not parse_tools or parsed.error or not parsed.tool_calls:
-        text = raw_text.strip() if (not parse_tools or parsed.error) else parsed.content
-        return {"role": "assistant", "content": text}
-    return {
-        "role": "assistant",
-        "content": parsed.content or None,
-        "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-            for c in parsed.tool_calls
-        ],
-    }
+        text = content.strip() if (not parse_tools or parsed.error) else parsed.content
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+    else:
+        message = {
+            "role": "assistant",
+            "content": parsed.content or None,
+            "tool_calls": [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                for c in parsed.tool_calls
+            ],
+        }
+    if parsed.reasoning is not None:
+        message["reasoning_content"] = parsed.reasoning
+    return message

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentrl.rollout.chat import ChatRenderer
+from agentrl.rollout.chat import ChatFormat, ChatSettings
 from agentrl.serve.messages import canonical
 from agentrl.types import Completion, StopReason, ToolCall, Trajectory, Turn
 
@@ -118,8 +118,9 @@ class Pending:
 class SessionRecorder:
     """Records gateway sessions; optionally appends each episode's latest state to `<directory>/sessions.jsonl`."""
 
-    def __init__(self, tokenizer: Any, directory: str | Path | None = None):
+    def __init__(self, tokenizer: Any, directory: str | Path | None = None, *, settings: ChatSettings | None = None):
         self.tokenizer = tokenizer
+        self.settings = settings
         self.directory = Path(directory) if directory is not None else None
         self.sessions: dict[str, _Session] = {}
         if self.directory is not None:
@@ -145,28 +146,28 @@ class SessionRecorder:
         """Find the episode this request continues (or open one) and the exact prompt ids to sample from."""
         session = self.sessions.setdefault(session_id, _Session())
         messages = list(messages)
-        renderer = ChatRenderer(self.tokenizer, tools)
+        chat = ChatFormat(self.tokenizer, tools, self.settings)
         keys = [canonical(m) for m in messages]
         for episode in reversed(session.episodes):
             n = len(episode.messages)
             if not n or episode.tools != tools or n >= len(keys):
                 continue
             if [canonical(m) for m in episode.messages] == keys[:n]:
-                try:
-                    obs = renderer.observation_ids(episode.messages, messages[n:], sampled_eos=episode.last_eos)
-                except ValueError:  # a template that rewrites earlier turns: no continuation is token-exact
-                    break
+                # the recorded turns (reasoning included) with the client's new messages after them
+                history = [*episode.messages, *messages[n:]]
+                obs = chat.observation_ids(episode.messages, messages[n:], sampled_eos=episode.last_eos)
                 prompt = episode.context + obs
-                fresh = renderer.prompt_ids(messages)
-                if fresh != prompt:
-                    episode.mismatches.append(_token_mismatch(self.tokenizer, fresh, prompt, len(episode.turns)))
-                return Pending(episode, prompt, obs, messages)
+                if not chat.history_rewritten_by():  # only then must a fresh rendering equal the recorded ids
+                    fresh = chat.prompt_ids(history)
+                    if fresh != prompt:
+                        episode.mismatches.append(_token_mismatch(self.tokenizer, fresh, prompt, len(episode.turns)))
+                return Pending(episode, prompt, obs, history)
         episode = Episode(
             episode_id=f"{session_id}/{len(session.episodes)}",
             session_id=session_id,
             group=group or _group_of(messages),
             tools=tools,
-            prompt_ids=renderer.prompt_ids(messages),
+            prompt_ids=chat.prompt_ids(messages),
         )
         diverged = _history_divergence(session.episodes, keys)
         if diverged is not None:

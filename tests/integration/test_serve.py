@@ -186,12 +186,16 @@ async def test_completions_with_token_ids_serve_the_training_backend(tiny_servic
     assert out.logprobs == pytest.approx(local.logprobs, abs=1e-5) and remote.retokenized_completions == 0
 
 
-async def test_chat_policy_reaches_the_server_through_litellm_and_the_sdk(scripted_url):
+async def test_chat_policy_reaches_the_server_through_litellm_and_the_sdk(scripted_url, monkeypatch):
+    """With a base URL the SDK talks to it (whatever the model name); without one a `provider/model` name goes
+    through litellm, here to an OpenAI-compatible base litellm reads from the environment."""
     from agentrl.policy.chat_policy import OpenAIChatPolicy
 
-    for name in ("openai/scripted", "scripted"):
-        policy = OpenAIChatPolicy(name, base_url=scripted_url + "/v1", api_key="k")
-        assert policy.litellm == (name != "scripted")
+    monkeypatch.setenv("OPENAI_API_BASE", scripted_url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    for name, base_url in (("openai/scripted", None), ("scripted", scripted_url + "/v1")):
+        policy = OpenAIChatPolicy(name, base_url=base_url, api_key="k" if base_url else None)
+        assert policy.litellm == (base_url is None)
         reply = await policy.chat(QUESTION, TOOLS, temperature=0.0, max_tokens=64)
         call = reply.message["tool_calls"][0]
         assert reply.finish_reason == "tool_calls" and call["function"]["name"] == "calculate"
