@@ -163,16 +163,17 @@ class Judge:
         api_key = self.api_key or os.environ.get("AGENTRL_JUDGE_API_KEY")
         if not model:
             raise ConfigError(f"judge {self.name} has no model: pass one or set AGENTRL_JUDGE_MODEL")
-        if base_url and "/" not in model:
-            model = f"openai/{model}"  # a bare name on an OpenAI-compatible endpoint
+        if base_url and not model.startswith("openai/"):
+            # litellm's OpenAI-compatible route; litellm strips `openai/` and the server gets the rest (`Org/Model`
+            # included, which litellm would otherwise take for a provider)
+            model = f"openai/{model}"
         return model, base_url, api_key
 
     async def _ask(self, messages: list[dict[str, str]]) -> str | None:
         """One vote's reply text; None (counted) when the request failed or timed out."""
-        # litellm otherwise fetches a model price map from the internet when imported
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
+        from agentrl.policy.chat_policy import import_litellm
 
+        litellm = import_litellm()
         model, base_url, api_key = self._endpoint()
         loop = asyncio.get_running_loop()
         if self._semaphore is None or self._semaphore[0] is not loop:

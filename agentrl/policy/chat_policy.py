@@ -2,10 +2,12 @@
 
 Hosted models neither take token-id prompts nor report the ids they sampled, so this backend speaks messages:
 `chat(messages, tools)` returns the assistant message with its `tool_calls`, the token usage and the latency.
-Names of the form `provider/model` (`anthropic/claude-…`, `gemini/…`) go through litellm; everything else
-through the openai SDK, to `base_url` when given. Retries (with exponential backoff and jitter, honouring
-`Retry-After`) cover rate limits and transport failures only: a 400 or a 500 is an answer, not a hiccup, and
-is raised at once. Each attempt has its own timeout.
+With a `base_url` the request goes through the openai SDK to that OpenAI-compatible server, the model name as
+given (`Qwen/Qwen3-4B` is a model there, not a litellm provider route). Without one, names of the form
+`provider/model` (`anthropic/claude-…`, `gemini/…`) go through litellm (`import_litellm`, which keeps litellm off
+the network at import) and plain names through the openai SDK to OpenAI. Retries (with exponential backoff and
+jitter, honouring `Retry-After`) cover rate limits and transport failures only: a 400 or a 500 is an answer, not
+a hiccup, and is raised at once. Each attempt has its own timeout.
 """
 
 from __future__ import annotations
@@ -72,9 +74,22 @@ async def with_retries(
     raise AssertionError("unreachable")
 
 
-def uses_litellm(model: str) -> bool:
-    """`provider/model` names go through litellm; local paths and plain names through the openai SDK."""
+def uses_litellm(model: str, base_url: str | None = None) -> bool:
+    """Whether a request goes through litellm: only without a `base_url`, for `provider/model` names (not local
+    paths, not plain names). With a `base_url` the server is OpenAI-compatible and the name is its own."""
+    if base_url:
+        return False
     return "/" in model and not Path(model).exists() and not model.startswith(("/", "."))
+
+
+def import_litellm() -> Any:
+    """litellm, imported with its bundled model cost map. Every import of litellm in agentrl goes through here:
+    litellm otherwise fetches the map from the internet when first imported (seconds of retries and warnings
+    offline). The switch is read at import, so it is set first; a value the user set stays."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
 
 
 class OpenAIChatPolicy:
@@ -93,12 +108,13 @@ class OpenAIChatPolicy:
     ):
         self.model = model
         self.base_url = base_url
+        self.explicit_api_key = api_key  # for litellm: without one it reads the provider's own ($ANTHROPIC_API_KEY)
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.extra_headers = extra_headers or {}
-        self.litellm = uses_litellm(model)
+        self.litellm = uses_litellm(model, base_url)
         self.version = 0
         self._client: Any = None
 
@@ -145,14 +161,9 @@ class OpenAIChatPolicy:
 
     async def _create(self, kwargs: dict[str, Any]) -> Any:
         if self.litellm:
-            # litellm downloads a model price map at import unless told to use its bundled copy; no network here
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
-
-            return await litellm.acompletion(
+            return await import_litellm().acompletion(
                 **kwargs,
-                api_base=self.base_url,
-                api_key=self.api_key,
+                api_key=self.explicit_api_key,
                 timeout=self.timeout_s,
                 num_retries=0,
                 extra_headers=self.extra_headers or None,

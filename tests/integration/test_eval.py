@@ -1,6 +1,7 @@
 """`agentrl eval` against `agentrl serve` on 127.0.0.1, compared with evaluating the checkpoint in-process."""
 
 import json
+import sys
 
 import pytest
 from fastapi import FastAPI, Request
@@ -10,7 +11,7 @@ from agentrl.config import EvalRunConfig
 from agentrl.eval.runner import evaluate
 from agentrl.serve.app import build_service, create_app
 from agentrl.serve.chat_completions import ChatService
-from agentrl.testing import ScriptedPolicy, serve_in_thread
+from agentrl.testing import ScriptedPolicy, scripted_chat_app, serve_in_thread
 
 pytestmark = pytest.mark.integration
 
@@ -154,3 +155,23 @@ def test_eval_command_prints_the_table_and_writes_results(tiny_url, tmp_path):
     assert "pass@1" in result.output and len(out.read_text().splitlines()) == 2
     bad = CliRunner().invoke(app, ["eval", "--scaffold", "search", "--output", str(out), "format=binary"])
     assert bad.exit_code == 2 and "format" in bad.output
+
+
+def test_base_url_sends_org_model_names_to_the_server_unchanged_never_to_litellm(tmp_path, monkeypatch):
+    """`Org/Model` at an endpoint is that server's model name, not a litellm provider route (litellm would answer
+    "LLM Provider NOT provided")."""
+    from typer.testing import CliRunner
+
+    from agentrl.cli.app import app
+
+    monkeypatch.setitem(sys.modules, "litellm", None)  # any import of litellm now fails the episode
+    server = scripted_chat_app(lambda messages: "The answer is 4.")
+    out = tmp_path / "org.jsonl"
+    with serve_in_thread(server) as url:
+        args = ["eval", "--scaffold", "code", "--base-url", url + "/v1", "--model", "Org/Some-Model"]
+        result = CliRunner().invoke(app, [*args, "--output", str(out), "max_tasks=2"])
+    assert result.exit_code == 0, result.output
+    assert len(server.state.requests) == 2
+    assert {body["model"] for body in server.state.requests} == {"Org/Some-Model"}
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2 and not any(r["error"] for r in records), records
