@@ -18,16 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
+import functools
 import random
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agentrl.config import RunConfig, dump_toml, load_config
 from agentrl.credit.assign import assign_credit
+from agentrl.doctor.model_doctor import require_chat_format
+from agentrl.doctor.preflight import check_train
 from agentrl.errors import ConfigError, InfraError
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
 from agentrl.registry import load_scaffold
@@ -36,11 +37,13 @@ from agentrl.rollout.collect import collect_groups
 from agentrl.rollout.partial import PartialRollouts
 from agentrl.runlog.metrics import MetricsLogger
 from agentrl.runlog.progress import RolloutProgress, TrainProgress
+from agentrl.runlog.step_stats import rewind_logs, rollout_metrics, success_of, write_trajectories
 from agentrl.tasks import select_tiers
 from agentrl.toolserver.client import ToolClient
 from agentrl.train.checkpoint import TrainerState, latest_checkpoint, load_carried, load_checkpoint, save_checkpoint
 from agentrl.train.learner import Learner
-from agentrl.types import StopReason, TrajectoryGroup, trajectory_to_json
+from agentrl.train.precision import autocast, resolve_precision
+from agentrl.types import TrajectoryGroup
 
 
 class Trainer:
@@ -54,6 +57,8 @@ class Trainer:
         random.seed(config.seed)
         torch.manual_seed(config.seed)
         self.scaffold = build_scaffold(config, config.rollout)
+        check_train(config, self.scaffold)  # what the run needs (sandbox, browser, servers), before the model loads
+        require_chat_format(config.policy)  # the model's template, tool format and end of turn, before its weights
         eval_rollout = dataclasses.replace(config.rollout, temperature=config.eval.temperature)
         self.eval_scaffold = build_scaffold(config, eval_rollout)
         self.train_tasks = select_tiers(self.scaffold.tasks("train"), config.tiers)
@@ -63,7 +68,6 @@ class Trainer:
             raise ConfigError(f"scaffold {config.scaffold!r} has no training tasks{tiers}")
         self.rewards = RewardStack.from_specs(config.rewards or self.scaffold.reward_names())
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
-        self.policy = build_policy(config.policy, self.model, self.tokenizer)
         self.context_window = context_window(self.model)
         self.learner = Learner(
             self.model,
@@ -72,12 +76,17 @@ class Trainer:
             ref_model=self._reference_model(),
             temperature=config.rollout.temperature,
         )
+        # the in-process sampler computes as the learner does, so their log-probs describe one distribution
+        compute = functools.partial(autocast, self.learner.precision, self.learner.device)
+        self.policy = build_policy(config.policy, self.model, self.tokenizer, compute=compute)
         self.tools = self._tool_backend()
         self.partial = self._partial_rollouts()
         self.state = TrainerState(step=0, wall_s=0.0, policy_version=0)
         if resume and (ckpt := latest_checkpoint(run_dir)) is not None:
             self.state = load_checkpoint(ckpt, self.model, self.learner)
             self.policy.version = self.state.policy_version
+            if hasattr(self.policy, "refresh_weights"):  # a sampler with weights of its own gets the checkpoint's
+                self.policy.refresh_weights()
             if self.partial is not None:  # the carried groups' sessions died with the old process: re-issue them
                 self.partial.restore(load_carried(ckpt), {t.id: t for t in self.train_tasks})
         if resume:
@@ -124,6 +133,8 @@ class Trainer:
         groups, collect_stats = self.collect(step, progress.rollouts)
         groups = self.score(groups, filters=True)
         samples, credit_stats = self.credit(groups)
+        if hasattr(self.policy, "release_memory"):  # a colocated engine sleeps while the learner updates
+            self.policy.release_memory()
         update_stats = self.update(samples)
         self.sync()
         stats = {
@@ -248,7 +259,7 @@ class Trainer:
             )
         )
         groups = self.score(groups)
-        self._write_trajectories(f"eval_step_{step:06d}.jsonl", groups)
+        write_trajectories(self.run_dir, f"eval_step_{step:06d}.jsonl", groups)
         primary = self.rewards.names[0]
         by_scaffold: dict[str, list[float]] = {}
         for g in groups:
@@ -266,7 +277,7 @@ class Trainer:
         self.metrics.log(step, stats)
         progress.advance(step, stats)
         if groups:
-            self._write_trajectories(f"step_{step:06d}.jsonl", groups)
+            write_trajectories(self.run_dir, f"step_{step:06d}.jsonl", groups)
 
     def checkpoint(self, step: int, *, force: bool = False) -> None:
         cfg = self.config
@@ -283,14 +294,6 @@ class Trainer:
 
     # --- plumbing --------------------------------------------------------------------------------------
 
-    def _write_trajectories(self, name: str, groups: Sequence[TrajectoryGroup]) -> None:
-        out = self.run_dir / "trajectories" / name
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("w") as f:
-            for g in groups:
-                for t in g.trajectories:
-                    f.write(json.dumps(trajectory_to_json(t)) + "\n")
-
     def _should_evaluate(self, step: int) -> bool:
         every = self.config.eval.every_steps
         return bool(every) and (step % every == 0 or step == self.config.trainer.steps)
@@ -301,8 +304,13 @@ class Trainer:
             return None
         import copy
 
+        import torch
+
         reference = copy.deepcopy(self.model).eval()
         reference.requires_grad_(False)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        if resolve_precision(self.config.trainer.precision, trainable) == "bf16-mixed":
+            reference.to(torch.bfloat16)  # autocast computes in bf16 anyway: an fp32 copy would double its memory
         return reference
 
     def _partial_rollouts(self) -> PartialRollouts | None:
@@ -359,41 +367,3 @@ def build_scaffold(config: RunConfig, rollout: Any) -> Any:
         rewards=config.rewards or ("exact_match",),
         rollout=rollout,
     )
-
-
-def success_of(trajectory: Any, primary_reward: str) -> float:
-    """An episode succeeds when its primary (first) reward component is 1."""
-    return float(trajectory.reward_components.get(primary_reward, 0.0) >= 1.0)
-
-
-def rollout_metrics(
-    groups: Sequence[TrajectoryGroup], primary_reward: str, context_window: int | None = None
-) -> dict[str, float]:
-    """The step's episode statistics; with the model's `context_window`, also the fraction of valid episodes
-    that outgrew it (`tokens/past_context`)."""
-    trajs = [t for g in groups for t in g.trajectories]
-    valid = [t for t in trajs if not t.is_infra_failure]
-    n = max(len(valid), 1)
-    lengths = [len(t.token_ids) for t in valid]  # token_ids builds the whole context: once per trajectory
-    stops = Counter(t.stop_reason for t in trajs)
-    out = {
-        "reward/mean": sum(t.reward or 0.0 for t in valid) / n,
-        "success/mean": sum(success_of(t, primary_reward) for t in valid) / n,
-        "tool_calls/mean": sum(t.num_tool_calls for t in valid) / n,
-        "turns/mean": sum(len(t.turns) for t in valid) / n,
-        "sampled_tokens/mean": sum(t.num_sampled_tokens for t in valid) / n,
-        "tokens/mean": sum(lengths) / n,
-        "infra_failures": float(len(trajs) - len(valid)),
-    }
-    if context_window is not None:
-        out["tokens/past_context"] = sum(length > context_window for length in lengths) / n
-    out.update({f"stop/{r.value}": stops.get(r, 0) / max(len(trajs), 1) for r in StopReason})
-    return out
-
-
-def rewind_logs(run_dir: Path, step: int) -> None:
-    """Drop trajectory logs written after the checkpoint being resumed (the metrics logger rewinds its own
-    records), so the run continues as if never stopped."""
-    for old in (run_dir / "trajectories").glob("*step_*.jsonl"):
-        if int(old.stem.rsplit("_", 1)[1]) > step:
-            old.unlink()

@@ -14,11 +14,12 @@ by vLLM, litellm or hosted APIs all take images from user messages.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from agentrl.config import RolloutConfig
 from agentrl.rollout.chat import ParsedTurn
+from agentrl.rollout.chat.json_values import JSONValueError, check_encodable, loads
+from agentrl.rollout.chat.reasoning import ReasoningMarkers
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
 
 
@@ -26,14 +27,16 @@ def _calls(message: dict[str, Any]) -> list[tuple[ToolCall, str | None]]:
     """The message's tool calls, each with an error message when its arguments are not a JSON object."""
     out = []
     for k, call in enumerate(message.get("tool_calls") or ()):
-        raw = call["function"].get("arguments") or "{}"
+        function = call.get("function") or {}
+        raw = function.get("arguments") or "{}"
         try:
-            arguments = json.loads(raw) if isinstance(raw, str) else raw
+            arguments = loads(raw) if isinstance(raw, str) else raw
+            check_encodable(arguments)
             error = None if isinstance(arguments, dict) else "arguments must be a JSON object"
-        except json.JSONDecodeError as e:
-            arguments, error = {}, f"arguments are not JSON: {e.msg}"
+        except JSONValueError as e:
+            arguments, error = {}, f"arguments are not JSON: {e}"
         call_id = call.get("id") or f"call_{k}"
-        out.append((ToolCall(call_id, call["function"]["name"], arguments if not error else {}), error))
+        out.append((ToolCall(call_id, str(function.get("name") or ""), arguments if not error else {}), error))
     return out
 
 
@@ -80,7 +83,9 @@ async def run_chat_episode(
                 if reply.finish_reason == "length":
                     reason = StopReason.MAX_TOKENS
                 else:
-                    reason, answer = StopReason.ANSWERED, scaffold.extract_answer(ParsedTurn(content.strip(), ()))
+                    reasoning, content = ReasoningMarkers().split(content)  # servers that leave <think> in content
+                    parsed = ParsedTurn(content.strip(), (), reasoning=reasoning)
+                    reason, answer = StopReason.ANSWERED, scaffold.extract_answer(parsed)
                 break
             results = await asyncio.gather(
                 *(session.call(call) if err is None else _bad_arguments(call, err) for call, err in calls)

@@ -28,8 +28,8 @@ class EvalRunConfig:
     scaffold: str = "code"
     """Scaffold by registry name or dotted path (its tasks, tools, system prompt and rewards)."""
     model: str = "tiny"
-    """Model name at the endpoint (`provider/model` goes through litellm), or `tiny` / `tiny-extended` /
-    `tiny-swe` / a checkpoint path."""
+    """Model name at the endpoint (without base_url, `provider/model` goes through litellm), or `tiny` /
+    `tiny-extended` / `tiny-swe` / a checkpoint path."""
     base_url: str | None = None
     """OpenAI-compatible base URL (`http://host:port/v1`); None evaluates a local checkpoint in-process."""
     api_key: str | None = None
@@ -69,5 +69,11 @@ class EvalRunConfig:
     """Seed of the per-episode sampling seeds."""
     device: str = "auto"
     """Torch device for an in-process checkpoint."""
+    tool_parser: str = "auto"
+    """Tool-call format of the text transport (see `policy.tool_parser`)."""
+    chat_template: str | None = None
+    """A Jinja chat template file for the text transport, instead of the tokenizer's own."""
+    enable_thinking: bool | None = None
+    """Passed to the chat template as `enable_thinking` (text transport); None = the template's default."""
     tool_server: ToolServerConfig = field(default_factory=ToolServerConfig)
     """Limits and sandbox of the in-process tool server the scaffold's tools run in."""

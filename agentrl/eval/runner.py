@@ -5,7 +5,8 @@ Two transports, one scaffold:
   chat template, sampled in-process, or, with `base_url`, sent as token-id prompts to `/v1/completions`
   (`agentrl serve`, vLLM, SGLang) so the endpoint sees exactly the ids the trainer would;
 - **native** (API models): the same tasks, tools and prompts over `/v1/chat/completions` with OpenAI tool calls
-  (`agentrl.eval.chat_episode`), through the openai SDK or litellm.
+  (`agentrl.eval.chat_episode`): to `base_url` through the openai SDK with the model name as given (`Org/Model`
+  included), or, without one, to a hosted provider through litellm (`provider/model`).
 
 Episodes run concurrently up to `max_concurrent_episodes`; each is appended to the results JSONL as it
 finishes, so an interrupted evaluation resumes where it stopped. Requests retry on rate limits and transport
@@ -67,6 +68,7 @@ class RetryingPolicy:
 
     def __init__(self, policy: Any, *, max_retries: int, backoff_s: float = 1.0):
         self.policy, self.tokenizer, self.version = policy, policy.tokenizer, policy.version
+        self.chat_settings = getattr(policy, "chat_settings", None)
         self.max_retries, self.backoff_s = max_retries, backoff_s
 
     async def generate(self, prompt_ids: Any, params: SamplingParams) -> Any:
@@ -91,18 +93,28 @@ def build_eval_policy(config: EvalRunConfig, mode: str) -> Any:
             max_retries=config.max_retries,
         )
     from agentrl.policy import load_model_and_tokenizer, resolve_model_path
+    from agentrl.policy.backends import chat_settings
 
+    policy_config = PolicyConfig(
+        model=config.model,
+        device=config.device,
+        tool_parser=config.tool_parser,
+        chat_template=config.chat_template,
+        enable_thinking=config.enable_thinking,
+    )
     if config.base_url is None:
         from agentrl.policy.transformers_policy import TransformersPolicy
 
-        model, tokenizer = load_model_and_tokenizer(
-            PolicyConfig(model=config.model, device=config.device), trainable=False
-        )
-        return TransformersPolicy(model.eval(), tokenizer)
+        model, tokenizer = load_model_and_tokenizer(policy_config, trainable=False)
+        settings = chat_settings(policy_config, tokenizer, model)
+        policy = TransformersPolicy(model.eval(), tokenizer, eos_token_ids=settings.eos_token_ids)
+        policy.chat_settings = settings
+        return policy
     from agentrl.policy.loading import load_tokenizer
     from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
     tokenizer = load_tokenizer(resolve_model_path(config.model))
+    settings = chat_settings(policy_config, tokenizer)
     remote = OpenAICompletionsPolicy(
         tokenizer,
         base_url=config.base_url,
@@ -111,6 +123,7 @@ def build_eval_policy(config: EvalRunConfig, mode: str) -> Any:
         timeout_s=config.request_timeout_s,
         max_retries=0,
     )
+    remote.chat_settings = settings
     return RetryingPolicy(remote, max_retries=config.max_retries)
 
 
@@ -130,6 +143,7 @@ def eval_tasks(config: EvalRunConfig, scaffold: Any) -> list[Task]:
 
 async def evaluate(config: EvalRunConfig) -> EvalOutcome:
     """Evaluate, append to the results file, and summarize everything it holds."""
+    from agentrl.doctor.preflight import check_eval
     from agentrl.registry import load_scaffold
     from agentrl.reward import RewardStack
     from agentrl.toolserver.app import create_app
@@ -149,6 +163,8 @@ async def evaluate(config: EvalRunConfig) -> EvalOutcome:
     store = ResultsStore(results_path(config))
     done = store.finished()
     jobs = [(t, s) for t in tasks for s in range(config.samples_per_task) if (t.id, s) not in done]
+    if jobs:  # what the episodes need (sandbox, browser, the endpoint), in seconds, before the policy loads
+        await check_eval(config, scaffold)
     policy = build_eval_policy(config, mode)
     tools = ToolClient(app=create_app(list(scaffold.toolsets()), config=config.tool_server))
     gate = asyncio.Semaphore(config.max_concurrent_episodes)

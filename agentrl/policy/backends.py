@@ -2,19 +2,70 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from agentrl.errors import ConfigError, DependencyError
 from agentrl.policy.config import PolicyConfig
+from agentrl.rollout.chat import ChatFormat, ChatSettings, end_of_turn_ids
 
 
-def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
-    """The sampler backend named by `config.backend`."""
+def build_policy(config: PolicyConfig, model: Any, tokenizer: Any, *, compute: Any = None) -> Any:
+    """The sampler backend named by `config.backend`, with the `ChatSettings` its turns are rendered and read
+    with (`policy.chat_settings`); `compute` is the context (the learner's autocast) the in-process sampler's
+    forward passes run in."""
+    settings = chat_settings(config, tokenizer, model)
+    policy = _sampler(config, model, tokenizer, settings, compute)
+    policy.chat_settings = settings
+    return policy
+
+
+def chat_settings(config: PolicyConfig, tokenizer: Any, model: Any = None) -> ChatSettings:
+    """How the policy's turns are rendered and read: `policy.chat_template` (which also replaces the tokenizer's,
+    so everything that renders with it agrees), `policy.enable_thinking`, `policy.tool_parser`, and every
+    end-of-turn id of the model's generation config."""
+    if config.chat_template:
+        path = Path(config.chat_template)
+        if not path.is_file():
+            raise ConfigError(f"policy.chat_template: {path} is not a file")
+        tokenizer.chat_template = path.read_text()
+    kwargs = {} if config.enable_thinking is None else {"enable_thinking": config.enable_thinking}
+    settings = ChatSettings(
+        tool_format=config.tool_parser,
+        template_kwargs=kwargs,
+        eos_token_ids=end_of_turn_ids(tokenizer, generation_eos(config, model)),
+    )
+    ChatFormat(tokenizer, settings=settings)  # an unknown tool_parser fails here, before any rollout
+    return settings
+
+
+def generation_eos(config: PolicyConfig, model: Any = None) -> Any:
+    """The `eos_token_id` of the model's generation config (an id, a list, or None), from the loaded model or,
+    without one, from the checkpoint's `generation_config.json`."""
+    generation = getattr(model, "generation_config", None)
+    if generation is None:
+        from transformers import GenerationConfig
+
+        from agentrl.policy.loading import resolve_model_path
+
+        try:
+            generation = GenerationConfig.from_pretrained(resolve_model_path(config.model), local_files_only=True)
+        except OSError:  # no generation config beside the checkpoint: the tokenizer's eos alone
+            return None
+    return generation.eos_token_id
+
+
+def _sampler(config: PolicyConfig, model: Any, tokenizer: Any, settings: ChatSettings, compute: Any) -> Any:
     if config.backend == "transformers":
         from agentrl.policy.transformers_policy import TransformersPolicy
 
         return TransformersPolicy(
-            model, tokenizer, max_batch_size=config.max_batch_size, batch_wait_ms=config.batch_wait_ms
+            model,
+            tokenizer,
+            max_batch_size=config.max_batch_size,
+            batch_wait_ms=config.batch_wait_ms,
+            eos_token_ids=settings.eos_token_ids,
+            **({"compute": compute} if compute is not None else {}),
         )
     if config.backend == "vllm":
         try:
@@ -25,11 +76,11 @@ def build_policy(config: PolicyConfig, model: Any, tokenizer: Any) -> Any:
             ) from e
         from agentrl.policy.vllm_policy import VLLMPolicy
 
-        return VLLMPolicy.from_config(config, tokenizer, source_model=model)
+        return VLLMPolicy.from_config(config, tokenizer, source_model=model, eos_token_ids=settings.eos_token_ids)
     if config.backend == "openai":
         from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
         if not config.base_url:
             raise ConfigError("policy.backend=openai needs policy.base_url")
-        return OpenAICompletionsPolicy.from_config(config, tokenizer)
+        return OpenAICompletionsPolicy.from_config(config, tokenizer, source_model=model)
     raise ConfigError(f"unknown policy backend {config.backend!r}")

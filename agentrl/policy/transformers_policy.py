@@ -11,10 +11,11 @@ The loop runs in a worker thread, so tool calls of other trajectories proceed on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,7 @@ class TransformersPolicy:
         batch_wait_ms: float = 2.0,
         continuous: bool = True,
         eos_token_ids: Iterable[int] = (),
+        compute: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -113,6 +115,9 @@ class TransformersPolicy:
         self._worker: asyncio.Task | None = None
         # every id that ends a turn (a generation config may list several), else the tokenizer's end of sequence
         self._eos = set(eos_token_ids) or {tokenizer.convert_tokens_to_ids(tokenizer.eos_token)}
+        # the learner's autocast, entered in the sampler's own thread (autocast state is per thread), so the
+        # sampler's log-probs describe the distribution the learner computes
+        self._compute = compute
         pad = tokenizer.pad_token_id
         self._pad = pad if pad is not None else next(iter(self._eos))
         self._seed_counter = 0
@@ -137,7 +142,8 @@ class TransformersPolicy:
         try:
             out = []
             for i in range(0, len(rows), self.max_batch_size):
-                out += continuation_logprobs(self.model, rows[i : i + self.max_batch_size], self._pad)
+                with self._compute():
+                    out += continuation_logprobs(self.model, rows[i : i + self.max_batch_size], self._pad)
                 self.score_stats.forwards += 1
         finally:
             self.model.train(was_training)
@@ -217,14 +223,15 @@ class TransformersPolicy:
                 if not joining and not len(batch):
                     return
                 try:
-                    if joining:
-                        self.stats.prefills += 1
-                    self._finish(batch.add([(r, r.prompt_ids, r.params, r.seed) for r in joining]))
-                    batch.drop({row.key for row in batch.rows if row.key.future.done()})  # cancelled callers
-                    if len(batch):
-                        self.stats.rows.append(len(batch))
-                        self.stats.batches += 1
-                        self._finish(batch.step())
+                    with self._compute():
+                        if joining:
+                            self.stats.prefills += 1
+                        self._finish(batch.add([(r, r.prompt_ids, r.params, r.seed) for r in joining]))
+                        batch.drop({row.key for row in batch.rows if row.key.future.done()})  # cancelled callers
+                        if len(batch):
+                            self.stats.rows.append(len(batch))
+                            self.stats.batches += 1
+                            self._finish(batch.step())
                 except Exception as e:  # a failed step fails the requests in it, not the worker
                     failed = SamplerError(f"decoding failed: {type(e).__name__}: {e}")
                     failed.__cause__ = e

@@ -78,8 +78,15 @@ def test_killed_run_resumes_from_its_checkpoint(tmp_path):
 
 
 def test_a_step_where_every_trajectory_hits_an_infra_failure_stops_the_run(tmp_path):
-    cfg = load_config(None, SMALL + ["trainer.steps=2", "eval.every_steps=0", "tool_servers=http://127.0.0.1:9"])
-    trainer = Trainer(cfg, tmp_path)
+    from agentrl.scaffolds.code.tools import calculate
+    from agentrl.scaffolds.search.tools import lookup
+
+    from agentrl.testing import serve_in_thread
+    from agentrl.toolserver.app import create_app
+
+    with serve_in_thread(create_app([calculate, lookup])) as url:  # up while the run checks it, gone when it runs
+        cfg = load_config(None, SMALL + ["trainer.steps=2", "eval.every_steps=0", f"tool_servers={url}"])
+        trainer = Trainer(cfg, tmp_path)
     with pytest.raises(RuntimeError, match="every trajectory of step 1 failed"):
         trainer.run()
     assert not (tmp_path / "checkpoints").exists()  # nothing was trained on, nothing saved

@@ -141,3 +141,24 @@ def test_the_layout_checks_can_fail(tmp_path):
     )
     assert {m for m in load_time_imports(bad, "x.bad") if in_collections(m)} == {"agentrl.scaffolds.react"}
     assert not in_collections("agentrl.toolserver.app")
+
+
+def test_every_package_is_listed_for_the_wheel():
+    """pyproject.toml lists packages by hand (the collections map to other directories): a package left out
+    installs editable but is missing from the wheel."""
+    import re
+
+    listed = set(re.findall(r'^\s*"(agentrl[\w.]*)",$', (ROOT / "pyproject.toml").read_text(), re.M))
+    roots = {
+        "agentrl": "agentrl",
+        "agentrl.tools": "tools",
+        "agentrl.scaffolds": "scaffolds",
+        "agentrl.rewards": "rewards",
+    }
+    found = set()
+    for package, directory in roots.items():
+        for init in (ROOT / directory).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / directory).parts
+            if "repos" not in parts:  # the SWE task repositories are data
+                found.add(".".join((package, *parts)))
+    assert found == listed, (sorted(found - listed), sorted(listed - found))

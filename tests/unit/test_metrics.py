@@ -229,7 +229,7 @@ def test_episodes_past_the_context_window_are_counted() -> None:
     from transformers import AutoModelForCausalLM
 
     from agentrl.policy import context_window, resolve_model_path
-    from agentrl.trainer import rollout_metrics
+    from agentrl.runlog.step_stats import rollout_metrics
     from agentrl.types import StopReason, Task, Trajectory, TrajectoryGroup, Turn
 
     def episode(tid: str, sampled: int, stop: StopReason = StopReason.ANSWERED) -> Trajectory:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agentrl.trainer import rewind_logs
+from agentrl.runlog.step_stats import rewind_logs
 
 pytestmark = pytest.mark.unit
 

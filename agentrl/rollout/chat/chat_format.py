@@ -72,10 +72,16 @@ class ChatFormat:
         self.template: str | None = settings.template or getattr(tokenizer, "chat_template", None)
         self.template_kwargs = dict(settings.template_kwargs)
         self.tool_format: ToolCallFormat = tool_format(settings.tool_format, self.template)
+        self.tool_format_source = (
+            "configured" if settings.tool_format != "auto" else "template" if detect(self.template) else "assumed"
+        )
+        """Where the format came from: `configured`, read off the `template`, or `assumed` (Hermes, the template
+        showing none)."""
         self.reasoning = ReasoningMarkers.in_template(self.template)
         self.eos_token_ids = frozenset(settings.eos_token_ids or end_of_turn_ids(tokenizer))
         self.eos_texts = tuple(tokenizer.convert_ids_to_tokens(sorted(self.eos_token_ids)))
         self._prompt_opens_reasoning: bool | None = None
+        self._rewritten_by: list[str] | None = None
 
     @classmethod
     def of(cls, policy: Any, tools: Sequence[dict[str, Any]] | None = None) -> ChatFormat:
@@ -130,6 +136,34 @@ class ChatFormat:
         i, text = min(found)
         return i + len(text), text
 
+    def history_rewritten_by(self) -> list[str]:
+        """Which appended messages make the template re-render earlier turns differently (not prefix-preserving):
+        `a tool result` after a turn that called a tool, `a correction` (a user message) after a turn. Rollouts
+        stay token-exact either way (observations are rendered against the sampled prefix); what changes is that
+        the recorded messages no longer re-render to the ids the policy saw."""
+        if self._rewritten_by is None:
+            call = {"type": "function", "id": "abcdefghi", "function": {"name": "echo", "arguments": {}}}
+            turn: dict[str, Any] = {"role": "assistant", "content": "Hi."}
+            if self.reasoning is not None:
+                turn["reasoning_content"] = "Think."
+            opening = [{"role": "system", "content": "Use the tools."}, {"role": "user", "content": "Say hi."}]
+            cases = {
+                "a tool result": [
+                    *opening,
+                    {"role": "assistant", "content": "", "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "abcdefghi", "name": "echo", "content": "hi"},
+                ],
+                "a correction": [*opening, turn, {"role": "user", "content": "Error: try again."}],
+            }
+            self._rewritten_by = [
+                name
+                for name, messages in cases.items()
+                if not self.render(messages, add_generation_prompt=True).startswith(
+                    self.render(messages[:-1], add_generation_prompt=False)
+                )
+            ]
+        return list(self._rewritten_by)
+
     @property
     def prompt_opens_reasoning(self) -> bool:
         """Whether the generation prompt opens a reasoning block, so every sampled turn starts inside one."""
@@ -157,7 +191,7 @@ class ChatFormat:
         reasoning goes to `reasoning_content`, where templates that render reasoning read it."""
         message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
         if parsed.error:
-            message["content"] = self._after_reasoning(raw_text).strip()
+            message["content"] = self.content_of(raw_text).strip()
         elif parsed.tool_calls:
             message["tool_calls"] = [
                 {"type": "function", "id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
@@ -167,7 +201,8 @@ class ChatFormat:
             message["reasoning_content"] = parsed.reasoning
         return message
 
-    def _after_reasoning(self, text: str) -> str:
+    def content_of(self, text: str) -> str:
+        """A sampled turn's text after its reasoning block (all of it when the template has none)."""
         if self.reasoning is None:
             return text
         return self.reasoning.split(text, starts_inside=self.prompt_opens_reasoning)[1]

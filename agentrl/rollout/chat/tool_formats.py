@@ -18,6 +18,7 @@ answer) and end a call at the first closing tag even inside a JSON string. Argum
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,11 @@ class ToolCallFormat:
     def call_id(self, id_prefix: str, index: int) -> str:
         return f"{id_prefix}_{index}"
 
+    def forced_prefix(self, name: str | None = None) -> str:
+        """The markup a turn must start with to be a call (to `name`, when given): what `tool_choice` required
+        or named forces, as guided decoding would constrain it."""
+        raise NotImplementedError
+
 
 def _call(name: Any, arguments: Any, call_id: str) -> ToolCall:
     """A call from decoded JSON fields; `JSONValueError` says what is wrong with them."""
@@ -88,6 +94,9 @@ class HermesFormat(ToolCallFormat):
     open, close = "<tool_call>", "</tool_call>"
     call_stop = "</tool_call>"
     example = '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+
+    def forced_prefix(self, name=None):
+        return "<tool_call>\n" if name is None else '<tool_call>\n{"name": ' + json.dumps(name) + ', "arguments": '
 
     def parse_calls(self, text, id_prefix, types):
         start = text.find(self.open)
@@ -139,6 +148,9 @@ class Qwen3CoderFormat(HermesFormat):
 
     name = "qwen3_coder"
     example = "<tool_call>\n<function=NAME>\n<parameter=ARGUMENT>\nVALUE\n</parameter>\n</function>\n</tool_call>"
+
+    def forced_prefix(self, name=None):
+        return "<tool_call>\n<function=" if name is None else f"<tool_call>\n<function={name}>\n"
 
     def block(self, text, pos, call_id, types):
         end = text.find(self.close, pos)
@@ -203,6 +215,9 @@ class Llama3JsonFormat(ToolCallFormat):
     max_calls_per_turn = 1
     example = '{"name": <function-name>, "parameters": <args-json-object>}'
 
+    def forced_prefix(self, name=None):
+        return '{"name": ' + (json.dumps(name) + ', "parameters": ' if name is not None else "")
+
     def parse_calls(self, text, id_prefix, types):
         body = text.strip().removeprefix("<|python_tag|>").lstrip()
         if not body.startswith("{"):
@@ -233,6 +248,9 @@ class MistralFormat(ToolCallFormat):
     name = "mistral"
     marker = "[TOOL_CALLS]"
     example = '[TOOL_CALLS][{"name": <function-name>, "arguments": <args-json-object>}]'
+
+    def forced_prefix(self, name=None):
+        return '[TOOL_CALLS] [{"name": ' + (json.dumps(name) + ', "arguments": ' if name is not None else "")
 
     def parse_calls(self, text, id_prefix, types):
         start = text.find(self.marker)

@@ -1,0 +1,38 @@
+"""`agentrl doctor`: check a model's chat template, tool-call format, end-of-turn ids and sampler agreement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentrl.cli.train import MODEL_HELP
+
+doctor_app = typer.Typer()
+
+
+@doctor_app.command()
+def doctor(
+    model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tiny",
+    tool_parser: Annotated[str, typer.Option(help="auto, hermes, qwen3_coder, llama3_json or mistral.")] = "auto",
+    chat_template: Annotated[Path | None, typer.Option(help="A Jinja chat template file to use instead.")] = None,
+    thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Pass enable_thinking.")] = None,
+    fast: Annotated[bool, typer.Option(help="Only the checks that need no weights.")] = False,
+) -> None:
+    """Check a model before training it: template, tool calls, end of turn, reasoning, token exactness, and the
+    sampler–learner log-prob gap of a short sampled episode. Exits 1 when a check fails."""
+    from agentrl.doctor.model_doctor import doctor as run_doctor
+    from agentrl.doctor.verdicts import failed, table
+    from agentrl.policy.config import PolicyConfig
+
+    config = PolicyConfig(
+        model=model,
+        tool_parser=tool_parser,
+        chat_template=str(chat_template) if chat_template else None,
+        enable_thinking=thinking,
+    )
+    verdicts = run_doctor(config, fast=fast)
+    typer.echo(table(verdicts))
+    if failed(verdicts):
+        raise typer.Exit(1)

@@ -1,0 +1,53 @@
+"""`doctor(policy_config)`: every check of a model before a run, as a list of verdicts.
+
+The fast checks read the tokenizer and the generation config (`chat_checks`); unless `fast`, the model is loaded
+and samples one short episode (`sampler_check`). `agentrl train` runs the fast ones before it loads weights and
+stops on a failure with the table (`require_chat_format`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from agentrl.doctor.chat_checks import chat_checks
+from agentrl.doctor.verdicts import Verdict, failed, table
+from agentrl.errors import ConfigError
+from agentrl.policy.config import PolicyConfig
+
+
+def doctor(config: PolicyConfig, *, fast: bool = False) -> list[Verdict]:
+    """The verdicts of every check of `config.model` under `config`'s chat settings."""
+    tokenizer, settings = _tokenizer_and_settings(config)
+    verdicts = chat_checks(tokenizer, settings)
+    if fast or failed(verdicts):
+        return verdicts
+    from agentrl.doctor.sampler_check import sampler_check
+    from agentrl.policy import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(config, trainable=False)
+    return verdicts + sampler_check(model, tokenizer, settings)
+
+
+def require_chat_format(config: PolicyConfig) -> None:
+    """Raise `ConfigError` (after printing the table to stderr) when a fast check fails."""
+    verdicts = doctor(config, fast=True)
+    if failures := failed(verdicts):
+        print(table(verdicts), file=sys.stderr)
+        first = failures[0]
+        fix = f"; fix: {first.fix}" if first.fix else ""
+        raise ConfigError(f"{config.model}'s chat format fails `agentrl doctor` ({first.check}: {first.detail}){fix}")
+
+
+def _tokenizer_and_settings(config: PolicyConfig) -> tuple[Any, Any]:
+    from agentrl.policy.backends import chat_settings
+    from agentrl.policy.loading import load_tokenizer, resolve_model_path
+
+    try:
+        tokenizer = load_tokenizer(resolve_model_path(config.model))
+    except OSError as e:
+        raise FileNotFoundError(
+            f"could not load the tokenizer of {config.model!r} from a local path or the local hub cache "
+            "(agentrl never downloads at run time)"
+        ) from e
+    return tokenizer, chat_settings(config, tokenizer)

@@ -1,0 +1,190 @@
+"""The GPU proof: a randomly initialised Qwen3 of about 0.5B parameters (no download) with the tiny tokenizer and
+the real Qwen3 chat template, trained on a GPU with the transformers backend.
+
+    python scripts/gpu_proof.py --out runs/gpu_proof                      # on a GPU machine
+    python scripts/gpu_proof.py --size tiny --device cpu --seq-len 128 --batch 2 --out /tmp/proof   # a smoke test
+
+Two measurements, printed as JSON (and written to `<out>/gpu_proof.json`):
+
+1. `learner`: `Learner.update` steps over synthetic samples of `--seq-len` tokens (`--batch` of them per step,
+   one optimizer step each), under the default precision (bf16 autocast over fp32 master weights on a GPU):
+   tokens/s, model FLOPs utilisation (MFU) and peak GPU memory. MFU counts 6·N FLOPs per token for the weights
+   (forward and backward) plus 12·layers·hidden·seq_len for attention, against the GPU's dense bf16 peak
+   (`--peak-tflops`, else looked up from the device name).
+2. `train`: `agentrl train` on the code scaffold for `--train-steps` steps from the saved checkpoint
+   (`policy.backend=transformers`): seconds per step, rollout tokens/s, training tokens/s and the sampler–learner
+   log-prob gap, read from the run's metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SIZES = {
+    # Qwen3-0.6B's shape (hidden 1024, 28 layers, 16 query and 8 key/value heads of 128, MLP 3072)
+    "0.5b": {"hidden_size": 1024, "num_hidden_layers": 28, "num_attention_heads": 16, "intermediate_size": 3072},
+    "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128},
+}
+PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0}
+"""Dense bf16 tensor-core peaks (TFLOP/s) by device-name fragment, most specific first."""
+
+
+def build_model(size: str, out: Path) -> tuple[Path, int]:
+    """A random Qwen3 of `size` with the tiny tokenizer and trl's Qwen3 template, saved under `out`."""
+    import torch
+    import transformers
+
+    from agentrl.testing.families import FAMILIES, family_tokenizer
+
+    tokenizer = family_tokenizer("qwen3")
+    shape = SIZES[size]
+    eos = [tokenizer.convert_tokens_to_ids(t) for t in FAMILIES["qwen3"].generation_eos]
+    config = transformers.Qwen3Config(
+        vocab_size=len(tokenizer),
+        num_key_value_heads=max(1, shape["num_attention_heads"] // 2),
+        head_dim=max(16, shape["hidden_size"] // shape["num_attention_heads"]),
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=eos,
+        **shape,
+    )
+    torch.manual_seed(0)
+    model = transformers.Qwen3ForCausalLM(config)
+    model.generation_config = transformers.GenerationConfig(eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
+    path = out / f"qwen3-{size}"
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path, sum(p.numel() for p in model.parameters())
+
+
+def measure_learner(path: Path, device: str, seq_len: int, batch: int, steps: int, peak_tflops: float) -> dict:
+    import torch
+
+    from agentrl.config import PolicyConfig, TrainerConfig
+    from agentrl.policy import load_model_and_tokenizer
+    from agentrl.train.learner import Learner
+    from agentrl.train.samples import TrainSample
+
+    model, tokenizer = load_model_and_tokenizer(PolicyConfig(model=str(path), device=device))
+    learner = Learner(model, TrainerConfig(lr=1e-6, max_tokens_per_microbatch=seq_len), pad_token_id=0)
+    generator = torch.Generator().manual_seed(0)
+    samples = []
+    for _ in range(batch):
+        ids = torch.randint(10, len(tokenizer), (seq_len,), generator=generator).tolist()
+        mask = [False] * (seq_len // 4) + [True] * (seq_len - seq_len // 4)  # a prompt, then sampled tokens
+        advantages = [0.5 if m else 0.0 for m in mask]
+        samples.append(TrainSample(tuple(ids), tuple(mask), tuple(advantages), tuple(-2.0 * m for m in mask)))
+    cuda = device.startswith("cuda")
+    learner.update(samples)  # warm-up: kernels, allocator, autocast caches
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    for _ in range(steps):
+        stats = learner.update(samples)
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - started) / steps
+    config = model.config
+    params = sum(p.numel() for p in model.parameters())
+    flops_per_token = 6 * params + 12 * config.num_hidden_layers * config.hidden_size * seq_len
+    tokens_per_s = batch * seq_len / seconds
+    out = {
+        "precision": learner.precision,
+        "parameters": params,
+        "seq_len": seq_len,
+        "sequences_per_step": batch,
+        "seconds_per_step": round(seconds, 4),
+        "tokens_per_s": round(tokens_per_s, 1),
+        "model_tflops_per_s": round(flops_per_token * tokens_per_s / 1e12, 2),
+        "loss": stats["loss"],
+    }
+    if peak_tflops > 0:
+        out["mfu"] = round(flops_per_token * tokens_per_s / (peak_tflops * 1e12), 4)
+    if cuda:
+        out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return out
+
+
+def measure_training(path: Path, device: str, steps: int, out: Path) -> dict:
+    """`agentrl train` on the code scaffold in a child process (its own CUDA context and peak memory)."""
+    run = out / "train"
+    command = [
+        sys.executable,
+        "-m",
+        "agentrl",
+        "train",
+        "--model",
+        str(path),
+        "--scaffold",
+        "code",
+        f"output_dir={run}",
+        "name=proof",
+        f"trainer.steps={steps}",
+        "eval.every_steps=0",
+        "progress=false",
+        f"policy.device={device}",
+        "rollout.prompts_per_step=8",
+        "rollout.samples_per_prompt=4",
+        "trainer.lr=1e-6",
+        "trainer.skip_zero_advantage_groups=false",  # a random model earns no reward: update on every group
+    ]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    records = [json.loads(line) for line in (run / "proof" / "metrics.jsonl").read_text().splitlines()]
+    steps_run = [r for r in records if r.get("step", 0) > 0]
+    mean = lambda key: sum(r.get(key, 0.0) for r in steps_run) / max(len(steps_run), 1)  # noqa: E731
+    return {
+        "steps": len(steps_run),
+        "wall_s": round(time.perf_counter() - started, 1),
+        "seconds_per_step": round(mean("time/step_s"), 3),
+        "rollout_tokens_per_s": round(mean("rollout/tokens_per_s"), 1),
+        "train_tokens_per_s": round(mean("train/train_tokens_per_s"), 1),
+        "sampler_logprob_abs_diff": mean("train/sampler_logprob_abs_diff"),
+        "infra_failures": sum(r.get("infra_failures", 0.0) for r in steps_run),
+    }
+
+
+def peak_for(device: str) -> float:
+    import torch
+
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return 0.0
+    name = torch.cuda.get_device_name()
+    return next((tflops for fragment, tflops in PEAK_BF16_TFLOPS.items() if fragment in name), 0.0)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--size", choices=sorted(SIZES), default="0.5b")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--seq-len", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=8, help="Sequences per learner step.")
+    parser.add_argument("--steps", type=int, default=5, help="Timed learner steps (after one warm-up step).")
+    parser.add_argument("--train-steps", type=int, default=3, help="Steps of agentrl train on the code scaffold.")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="The device's dense bf16 peak.")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path, params = build_model(args.size, args.out)
+    peak = args.peak_tflops if args.peak_tflops is not None else peak_for(args.device)
+    report: dict[str, Any] = {"model": str(path), "parameters": params, "device": args.device}
+    report["learner"] = measure_learner(path, args.device, args.seq_len, args.batch, args.steps, peak)
+    if args.train_steps > 0:
+        report["train"] = measure_training(path, args.device, args.train_steps, args.out)
+    (args.out / "gpu_proof.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()

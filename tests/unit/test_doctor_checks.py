@@ -1,0 +1,55 @@
+"""`agentrl doctor`'s fast checks on crafted tokenizers: a template that is not prefix-preserving and a missing
+end-of-turn id are flagged; the fixed tokenizers pass."""
+
+from __future__ import annotations
+
+import pytest
+from trl.chat_template_utils import qwen3_training_chat_template
+
+from agentrl.doctor.chat_checks import chat_checks
+from agentrl.rollout.chat import ChatSettings
+from agentrl.testing.families import FAMILIES, family_tokenizer
+
+pytestmark = pytest.mark.unit
+
+
+def verdicts(tokenizer, *eos_tokens: str, **settings) -> dict[str, str]:
+    ids = tuple(tokenizer.convert_tokens_to_ids(t) for t in eos_tokens)
+    return {v.check: v.status for v in chat_checks(tokenizer, ChatSettings(eos_token_ids=ids, **settings))}
+
+
+def test_a_template_that_rewrites_history_is_flagged_and_its_training_variant_passes():
+    tokenizer = family_tokenizer("qwen3")
+    assert verdicts(tokenizer, "<|im_end|>")["prefix"] == "warn"
+    tokenizer.chat_template = qwen3_training_chat_template
+    found = verdicts(tokenizer, "<|im_end|>")
+    assert found["prefix"] == "ok" and set(found.values()) == {"ok"}
+
+
+def test_a_missing_end_of_turn_id_fails_and_adding_it_passes():
+    tokenizer = family_tokenizer("qwen2")
+    broken = verdicts(tokenizer, "<|endoftext|>")
+    assert broken["end of turn"] == "fail" and broken["scripted episode"] == "fail"
+    assert set(verdicts(tokenizer, "<|endoftext|>", "<|im_end|>").values()) == {"ok"}
+
+
+def test_every_family_passes_with_its_own_settings():
+    for name, family in FAMILIES.items():
+        found = verdicts(family_tokenizer(name), *family.generation_eos)
+        assert "fail" not in found.values(), (name, found)
+        assert found["tool calls"] == "ok" and found["scripted episode"] == "ok", name
+
+
+def test_a_template_without_tool_markup_is_flagged_until_the_format_is_named():
+    tokenizer = family_tokenizer("qwen2")
+    tokenizer.chat_template = tokenizer.chat_template.replace("<tool_call>", "<call>").replace(
+        "</tool_call>", "</call>"
+    )
+    assert verdicts(tokenizer, "<|im_end|>")["tool calls"] == "warn"
+    assert verdicts(tokenizer, "<|im_end|>", tool_format="hermes")["tool calls"] == "ok"
+
+
+def test_no_template_is_a_failure():
+    tokenizer = family_tokenizer("qwen2")
+    tokenizer.chat_template = None
+    assert verdicts(tokenizer, "<|im_end|>") == {"template": "fail"}
