@@ -26,12 +26,12 @@ OBSERVATION = "<tool_response>\n42\n</tool_response>"
 
 def _prompts(tokenizer: Any, n: int) -> list[list[int]]:
     from agentrl.registry import load_scaffold
-    from agentrl.rollout.chat import ChatRenderer
+    from agentrl.rollout.chat import ChatFormat
     from agentrl.tool import collect_tools
 
     scaffold = load_scaffold("code")
     schemas = [t.schema for spec in scaffold.toolsets() for t in collect_tools(_toolset(spec))]
-    renderer = ChatRenderer(tokenizer, schemas)
+    renderer = ChatFormat(tokenizer, schemas)
     tasks = list(scaffold.tasks("train"))[:n]
     return [renderer.prompt_ids(scaffold.initial_messages(task)) for task in tasks]
 

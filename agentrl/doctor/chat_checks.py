@@ -20,7 +20,6 @@ fails. Each check renders small conversations with the real template:
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from agentrl.doctor.verdicts import Verdict
@@ -169,7 +168,7 @@ async def _play(chat: ChatFormat) -> Any:
     terminator = chat.tokenizer.convert_tokens_to_ids(chat.tokenizer.eos_token)
     policy = ScriptedPolicy(
         chat.tokenizer,
-        [_call_text(chat, {"text": _PROBE}), _answer_text(chat, "done")],
+        [_with_reasoning(chat, chat.tool_format.write("echo", {"text": _PROBE})), _with_reasoning(chat, "done")],
         end_of_turn=terminator if terminator in chat.eos_token_ids else eos,
     )
     policy.chat_settings = ChatSettings(
@@ -181,25 +180,6 @@ async def _play(chat: ChatFormat) -> Any:
         return await scaffold.run(
             Task("doctor", "Echo a word, then say done."), policy, tools, group_id="d", trajectory_id="d/0"
         )
-
-
-def _call_text(chat: ChatFormat, arguments: dict[str, Any]) -> str:
-    """One echo call as the model writes it in its format (after a reasoning block where turns carry one)."""
-    name = chat.tool_format.name
-    if name == "qwen3_coder":
-        params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in arguments.items())
-        call = f"<tool_call>\n<function=echo>\n{params}</function>\n</tool_call>"
-    elif name == "llama3_json":
-        call = json.dumps({"name": "echo", "parameters": arguments})
-    elif name == "mistral":
-        call = "[TOOL_CALLS] " + json.dumps([{"name": "echo", "arguments": arguments}])
-    else:
-        call = "<tool_call>\n" + json.dumps({"name": "echo", "arguments": arguments}) + "\n</tool_call>"
-    return _with_reasoning(chat, call)
-
-
-def _answer_text(chat: ChatFormat, answer: str) -> str:
-    return _with_reasoning(chat, answer)
 
 
 def _with_reasoning(chat: ChatFormat, text: str) -> str:

@@ -1,7 +1,7 @@
 """`/v1/chat/completions` and `/v1/completions` over a local policy, token-exact with the training template.
 
 Chat requests are rendered with the checkpoint's chat template exactly as a scaffold renders its episodes
-(`agentrl.rollout.chat.ChatRenderer`, tool schemas included), sampled by the in-process policy (which batches
+(`agentrl.rollout.chat.ChatFormat`, tool schemas included), sampled by the in-process policy (which batches
 concurrent requests), and the sampled text is parsed for `<tool_call>` markup into OpenAI `tool_calls`. Each
 response also carries the prompt and sampled token ids (`agentrl` field) so that nothing downstream has to
 re-tokenize. In gateway mode the prompt comes from the session recorder instead (see `recorder.py`).

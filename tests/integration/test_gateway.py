@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from agentrl.rollout.chat import ChatRenderer, template_mismatch
+from agentrl.rollout.chat import ChatFormat, template_mismatch
 from agentrl.serve.app import build_service, create_app
 from agentrl.serve.chat_completions import ChatService
 from agentrl.serve.recorded import load_recorded, recorded_groups, train_recorded_step
@@ -67,7 +67,7 @@ def test_a_session_is_one_token_exact_trajectory_with_rewards(gateway, tiny_toke
     (episode,) = recorder.episodes("key-1")
     trajectory = episode.trajectory()
     assert len(trajectory.turns) == 2 and trajectory.turns[0].tool_calls[0].name == "calculate"
-    assert template_mismatch(ChatRenderer(tiny_tokenizer, TOOLS), trajectory) is None and not episode.mismatches
+    assert template_mismatch(ChatFormat(tiny_tokenizer, TOOLS), trajectory) is None and not episode.mismatches
     # the second request's prompt is exactly the recorded ids so far: the model saw what the learner will score
     assert (
         second.model_extra["agentrl"]["prompt_token_ids"]

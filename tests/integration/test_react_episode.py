@@ -7,7 +7,7 @@ import pytest
 from agentrl.scaffolds.react import ReactScaffold
 
 from agentrl.config import RolloutConfig
-from agentrl.rollout.chat import ChatRenderer, template_mismatch
+from agentrl.rollout.chat import ChatFormat, template_mismatch
 from agentrl.testing import ECHO_STAMP, ScriptedPolicy, echo, serve_in_thread
 from agentrl.toolserver.app import create_app
 from agentrl.toolserver.client import ToolClient
@@ -34,7 +34,7 @@ async def run_episode(url, tokenizer, responses, **rollout):
     async with ToolClient(url) as tools:
         trajectory = await scaffold.run(TASK, policy, tools, group_id="g", trajectory_id="g/0")
         schemas = await tools.schemas(["echo"])
-    return trajectory, ChatRenderer(tokenizer, schemas)
+    return trajectory, ChatFormat(tokenizer, schemas)
 
 
 async def test_stamped_echo_episode_is_token_exact(server_url, tiny_tokenizer):

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from agentrl.protocols import SamplingParams
-from agentrl.rollout.chat import ChatRenderer, parse_tool_calls
+from agentrl.rollout.chat import ChatFormat, parse_tool_calls
 from agentrl.serve.app import build_service, create_app
 from agentrl.serve.chat_completions import ChatService
 from agentrl.testing import ScriptedPolicy, serve_in_thread
@@ -156,7 +156,7 @@ async def test_tiny_chat_is_token_exact_with_in_process_sampling(tiny_service, t
 
     task = tasks.tasks("test")[0]
     messages = [{"role": "system", "content": tasks.SYSTEM_PROMPT}, {"role": "user", "content": task.prompt}]
-    prompt = ChatRenderer(tiny_tokenizer, TOOLS).prompt_ids(messages)
+    prompt = ChatFormat(tiny_tokenizer, TOOLS).prompt_ids(messages)
     local = await tiny_service.policy.generate(prompt, SamplingParams(max_new_tokens=64, temperature=0.0))
     with serve_in_thread(create_app(tiny_service)) as url:
         client = AsyncOpenAI(base_url=url + "/v1", api_key="k")
@@ -176,7 +176,7 @@ async def test_tiny_chat_is_token_exact_with_in_process_sampling(tiny_service, t
 async def test_completions_with_token_ids_serve_the_training_backend(tiny_service, tiny_tokenizer):
     from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
-    prompt = ChatRenderer(tiny_tokenizer).prompt_ids(QUESTION)
+    prompt = ChatFormat(tiny_tokenizer).prompt_ids(QUESTION)
     params = SamplingParams(max_new_tokens=32, temperature=0.0)
     local = await tiny_service.policy.generate(prompt, params)
     with serve_in_thread(create_app(tiny_service)) as url:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrl.rollout.chat import assistant_message, parse_tool_calls
+from agentrl.rollout.chat import ChatFormat, parse_tool_calls
 
 pytestmark = pytest.mark.unit
 
@@ -82,9 +82,9 @@ def test_well_formed_calls_round_trip(calls, prefix):
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list('<>/{}":,tool_call namergs[]\n')), max_size=80))
-def test_never_raises_on_markup_soup(text):
+def test_never_raises_on_markup_soup(tiny_tokenizer, text):
     parsed = parse_tool_calls(text)
-    message = assistant_message(parsed, text)
+    message = ChatFormat(tiny_tokenizer).assistant_message(parsed, text)
     assert message["role"] == "assistant"
 
 

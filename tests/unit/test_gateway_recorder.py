@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from agentrl.rollout.chat import ChatRenderer, ParsedTurn, template_mismatch
+from agentrl.rollout.chat import ChatFormat, ParsedTurn, template_mismatch
 from agentrl.serve.messages import canonical, reply_message, template_messages
 from agentrl.serve.recorder import SessionRecorder
 from agentrl.serve.sampling import RequestError, sampling_params
@@ -83,7 +83,7 @@ def test_continuations_extend_the_recorded_ids_and_new_tasks_open_episodes(tiny_
     assert second.episode is first.episode and second.prompt_ids[: len(first.episode.context)] == first.episode.context
     recorder.finish(second, sampled(tiny_tokenizer, "4"), (), {"role": "assistant", "content": "4"}, temperature=1.0)
     trajectory = first.episode.trajectory()
-    assert template_mismatch(ChatRenderer(tiny_tokenizer), trajectory) is None and not first.episode.mismatches
+    assert template_mismatch(ChatFormat(tiny_tokenizer), trajectory) is None and not first.episode.mismatches
     assert trajectory.answer == "4"
     other = recorder.begin("s", [SYSTEM_USER[0], {"role": "user", "content": "What is 3 + 3?"}], None)
     again = recorder.begin("s", SYSTEM_USER, None)

@@ -67,6 +67,13 @@ def test_one_call_in_each_format(fmt, text):
     assert parsed.content in ("Sure.", "")
 
 
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_a_written_call_parses_back(fmt):
+    arguments = {"n": 3, "text": "a b", "items": [1, 2], "spec": {"a": 1}}
+    parsed = FORMATS[fmt].parse(FORMATS[fmt].write("f", arguments), schemas=SCHEMAS)
+    assert parsed.error is None and [(c.name, c.arguments) for c in parsed.tool_calls] == [("f", arguments)]
+
+
 def test_xml_parameters_are_typed_by_the_schema():
     body = {
         "n": "42",

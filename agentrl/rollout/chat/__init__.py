@@ -26,17 +26,3 @@ __all__ = [
 def parse_tool_calls(text: str, *, id_prefix: str = "call") -> ParsedTurn:
     """Parse Hermes `<tool_call>` markup (the tiny policies' format) out of `text`; never raises."""
     return FORMATS["hermes"].parse(text, id_prefix=id_prefix)
-
-
-ChatRenderer = ChatFormat
-
-
-def assistant_message(parsed: ParsedTurn, raw_text: str) -> dict:
-    """The OpenAI-format assistant message of a parsed turn (its raw text when the markup was malformed)."""
-    if parsed.error or not parsed.tool_calls:
-        return {"role": "assistant", "content": raw_text.strip() if parsed.error else parsed.content}
-    calls = [
-        {"type": "function", "id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
-        for c in parsed.tool_calls
-    ]
-    return {"role": "assistant", "content": parsed.content, "tool_calls": calls}

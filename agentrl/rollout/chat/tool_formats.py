@@ -71,6 +71,14 @@ class ToolCallFormat:
         or named forces, as guided decoding would constrain it."""
         raise NotImplementedError
 
+    def write(self, name: str, arguments: dict[str, Any]) -> str:
+        """One call as a model of this family writes it: the forced prefix, then the arguments, then the closing
+        markup (what `parse` reads back)."""
+        return self.forced_prefix(name) + json.dumps(arguments) + self.closing
+
+    closing = ""
+    """What follows a call's JSON arguments."""
+
 
 def _call(name: Any, arguments: Any, call_id: str) -> ToolCall:
     """A call from decoded JSON fields; `JSONValueError` says what is wrong with them."""
@@ -94,6 +102,8 @@ class HermesFormat(ToolCallFormat):
     open, close = "<tool_call>", "</tool_call>"
     call_stop = "</tool_call>"
     example = '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+
+    closing = "}\n</tool_call>"
 
     def forced_prefix(self, name=None):
         return "<tool_call>\n" if name is None else '<tool_call>\n{"name": ' + json.dumps(name) + ', "arguments": '
@@ -151,6 +161,13 @@ class Qwen3CoderFormat(HermesFormat):
 
     def forced_prefix(self, name=None):
         return "<tool_call>\n<function=" if name is None else f"<tool_call>\n<function={name}>\n"
+
+    def write(self, name, arguments):
+        params = "".join(
+            f"<parameter={key}>\n{value if isinstance(value, str) else json.dumps(value)}\n</parameter>\n"
+            for key, value in arguments.items()
+        )
+        return f"{self.forced_prefix(name)}{params}</function>\n</tool_call>"
 
     def block(self, text, pos, call_id, types):
         end = text.find(self.close, pos)
@@ -215,6 +232,8 @@ class Llama3JsonFormat(ToolCallFormat):
     max_calls_per_turn = 1
     example = '{"name": <function-name>, "parameters": <args-json-object>}'
 
+    closing = "}"
+
     def forced_prefix(self, name=None):
         return '{"name": ' + (json.dumps(name) + ', "parameters": ' if name is not None else "")
 
@@ -248,6 +267,8 @@ class MistralFormat(ToolCallFormat):
     name = "mistral"
     marker = "[TOOL_CALLS]"
     example = '[TOOL_CALLS][{"name": <function-name>, "arguments": <args-json-object>}]'
+
+    closing = "}]"
 
     def forced_prefix(self, name=None):
         return '[TOOL_CALLS] [{"name": ' + (json.dumps(name) + ', "arguments": ' if name is not None else "")
