@@ -7,13 +7,18 @@ columns that no live row attends to any more are trimmed. So a request never wai
 long tail costs only its own rows. Every row samples from its own seeded generator, so a trajectory's draws do
 not depend on which other requests happened to share its steps. `sample_batch` runs a fixed set of prompts
 through one such loop.
+
+A row may carry `RowOptions`: a listener that sees each token as it is sampled (streaming), how many of the most
+likely alternatives to report with it (computed only for rows that ask), and a rule that forbids tokens given what
+the row wrote so far (forbidden ids get probability 0 before temperature and top-p, so the log-probs describe the
+distribution actually sampled from). Rows without options sample exactly as before.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -29,12 +34,40 @@ class RowResult:
     finish_reason: str  # "stop" | "tool_call" | "length"
 
 
+@dataclass(frozen=True)
+class TokenStep:
+    """One sampled token as a listener sees it."""
+
+    token_id: int
+    logprob: float
+    """Log-probability under the sampling distribution (after temperature, top-p and forbidden ids)."""
+    top: tuple[tuple[int, float], ...] = ()
+    """The `RowOptions.top_logprobs` most likely ids of that distribution with their log-probs, most likely first."""
+    finish_reason: str | None = None
+    """Set on the row's last token: `stop` (an end-of-turn id), `tool_call` (a stop string) or `length`."""
+
+
+@dataclass(frozen=True)
+class RowOptions:
+    """What a row asks of the loop beyond sampling."""
+
+    top_logprobs: int = 0
+    on_token: Callable[[TokenStep], None] | None = None
+    """Called in the decoding thread with every sampled token, before the row's result is handed back."""
+    forbid: Callable[[list[int]], Collection[int]] | None = None
+    """Ids the next token may not be, given the ids this row sampled so far."""
+
+
+PLAIN = RowOptions()
+
+
 @dataclass
 class _Row:
     key: Any
     params: SamplingParams
     generator: torch.Generator
     result: RowResult
+    options: RowOptions = field(default=PLAIN)
 
 
 def _filter_top_p(logprobs_R_V: torch.Tensor, top_p_R: torch.Tensor) -> torch.Tensor:
@@ -47,10 +80,18 @@ def _filter_top_p(logprobs_R_V: torch.Tensor, top_p_R: torch.Tensor) -> torch.Te
 
 
 def _choose(
-    logits_R_V: torch.Tensor, params: Sequence[SamplingParams], generators: Sequence[torch.Generator]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Sample one token per row; return (tokens_R, sampler logprobs_R, entropies_R)."""
+    logits_R_V: torch.Tensor,
+    params: Sequence[SamplingParams],
+    generators: Sequence[torch.Generator],
+    forbidden: Sequence[Collection[int]] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sample one token per row; return (tokens_R, sampler logprobs_R, entropies_R, sampler logprobs_R_V)."""
     logits_R_V = logits_R_V.float()
+    if forbidden is not None:
+        logits_R_V = logits_R_V.clone()  # `.float()` of float logits is the model's own tensor
+        for r, ids in enumerate(forbidden):
+            if ids:
+                logits_R_V[r, torch.tensor(sorted(ids), dtype=torch.long, device=logits_R_V.device)] = float("-inf")
     temps = torch.tensor([max(p.temperature, 1e-6) for p in params], device=logits_R_V.device)
     logprobs_R_V = (logits_R_V / temps[:, None]).log_softmax(-1)
     top_p = torch.tensor([p.top_p for p in params], device=logits_R_V.device)
@@ -65,7 +106,16 @@ def _choose(
         else:
             tokens.append(int(torch.multinomial(probs_R_V[r].cpu(), 1, generator=g)))
     tokens_R = torch.tensor(tokens, device=logits_R_V.device)
-    return tokens_R, logprobs_R_V.gather(-1, tokens_R[:, None])[:, 0], entropies_R
+    return tokens_R, logprobs_R_V.gather(-1, tokens_R[:, None])[:, 0], entropies_R, logprobs_R_V
+
+
+def _top(logprobs_R_V: torch.Tensor, ks: Sequence[int]) -> list[tuple[tuple[int, float], ...]]:
+    """Each row's `ks[r]` most likely ids with their log-probs (nothing is computed when no row asks)."""
+    k = min(max(ks, default=0), logprobs_R_V.shape[-1])
+    if k <= 0:
+        return [()] * len(ks)
+    values, ids = (t.tolist() for t in logprobs_R_V.topk(k, dim=-1))
+    return [tuple(zip(ids[r][: ks[r]], values[r][: ks[r]], strict=True)) for r in range(len(ks))]
 
 
 def _layers(cache: Any) -> list[Any]:
@@ -117,13 +167,18 @@ class DecodeLoop:
         return len(self.rows)
 
     @torch.inference_mode()
-    def add(self, requests: Sequence[tuple[Any, Sequence[int], SamplingParams, int]]) -> list[tuple[Any, RowResult]]:
-        """Prefill `(key, prompt_ids, params, seed)` requests, sample their first token and merge them in.
-        Returns the rows that finished on that first token."""
+    def add(
+        self,
+        requests: Sequence[tuple[Any, Sequence[int], SamplingParams, int]],
+        options: Sequence[RowOptions] | None = None,
+    ) -> list[tuple[Any, RowResult]]:
+        """Prefill `(key, prompt_ids, params, seed)` requests (with `options`, one per request), sample their first
+        token and merge them in. Returns the rows that finished on that first token."""
         from transformers import DynamicCache
 
         if not requests:
             return []
+        options = options if options is not None else [PLAIN] * len(requests)
         n, longest = len(requests), max(len(prompt) for _, prompt, _, _ in requests)
         ids = torch.full((n, longest), self.pad_token_id, dtype=torch.long)
         attention = torch.zeros((n, longest), dtype=torch.long)
@@ -133,7 +188,7 @@ class DecodeLoop:
             attention[r, longest - len(prompt) :] = 1
             generator = torch.Generator(device="cpu")
             generator.manual_seed(int(seed))
-            rows.append(_Row(key, params, generator, RowResult([], [], [], "length")))
+            rows.append(_Row(key, params, generator, RowResult([], [], [], "length"), options[r]))
         cache = DynamicCache()
         logits = self._forward(ids.to(self.device), attention.to(self.device), cache)
         done, keep = self._sample(rows, logits)
@@ -193,22 +248,32 @@ class DecodeLoop:
         return out.logits[:, -1, :]
 
     def _sample(self, rows: list[_Row], logits_R_V: torch.Tensor) -> tuple[list[tuple[Any, RowResult]], list[int]]:
-        tokens, logprobs, entropies = _choose(logits_R_V, [r.params for r in rows], [r.generator for r in rows])
+        forbidden = None
+        if any(row.options.forbid is not None for row in rows):
+            forbidden = [() if row.options.forbid is None else row.options.forbid(row.result.token_ids) for row in rows]
+        tokens, logprobs, entropies, dist_R_V = _choose(
+            logits_R_V, [r.params for r in rows], [r.generator for r in rows], forbidden
+        )
+        top = _top(dist_R_V, [row.options.top_logprobs for row in rows])
         done, keep = [], []
         for b, row in enumerate(rows):
             res, tok = row.result, int(tokens[b])
             res.token_ids.append(tok)
             res.logprobs.append(float(logprobs[b]))
             res.entropies.append(float(entropies[b]))
+            finish = None
             if tok in self.eos_token_ids:
-                res.finish_reason = "stop"
+                finish = "stop"
             elif self.stop_hit is not None and self.stop_hit(row.key, row.params, res.token_ids):
-                res.finish_reason = "tool_call"
+                finish = "tool_call"
             elif len(res.token_ids) >= row.params.max_new_tokens:
-                res.finish_reason = "length"
-            else:
+                finish = "length"
+            if row.options.on_token is not None:
+                row.options.on_token(TokenStep(tok, res.logprobs[-1], top[b], finish))
+            if finish is None:
                 keep.append(b)
                 continue
+            res.finish_reason = finish
             done.append((row.key, res))
         return done, keep
 

@@ -6,6 +6,10 @@ prefilled and joins at the next step, and a finished row leaves at once (`agentr
 hundreds of concurrent trajectories share forward passes without waiting for one another at turn boundaries.
 The loop runs in a worker thread, so tool calls of other trajectories proceed on the event loop meanwhile.
 `continuous=False` admits new requests only when the loop is empty (static batches, for comparison).
+
+`generate` also streams: `on_token` sees every sampled token (a `TokenStep`, on the caller's event loop, before the
+completion resolves), with the `top_logprobs` most likely alternatives when asked; `forbid` keeps ids out of the
+sample. None of them changes what is sampled for a request that does not forbid anything.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.errors import SamplerError
-from agentrl.policy.decode_loop import DecodeLoop, RowResult
+from agentrl.policy.decode_loop import PLAIN, DecodeLoop, RowOptions, RowResult, TokenStep
 from agentrl.policy.request_merger import RequestMerger
 from agentrl.protocols import SamplingParams
 from agentrl.types import Completion
@@ -33,6 +37,7 @@ class _Request:
     future: asyncio.Future
     seed: int
     loop: asyncio.AbstractEventLoop
+    options: RowOptions = PLAIN
 
 
 @dataclass
@@ -90,6 +95,9 @@ def continuation_logprobs(
 
 class TransformersPolicy:
     """A `Policy` over an in-process transformers model (shared with the learner: no weight copy to sync)."""
+
+    streams_tokens = True
+    """`generate` takes `on_token`, `top_logprobs` and `forbid` (what `agentrl serve` streams and constrains with)."""
 
     def __init__(
         self,
@@ -151,7 +159,18 @@ class TransformersPolicy:
         self.score_stats.busy_s += time.perf_counter() - started
         return out
 
-    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
+    async def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        *,
+        on_token: Callable[[TokenStep], None] | None = None,
+        top_logprobs: int = 0,
+        forbid: Callable[[list[int]], Collection[int]] | None = None,
+    ) -> Completion:
+        """Sample one continuation. `on_token(step)` runs on this event loop for every token as it is sampled, with
+        the `top_logprobs` most likely ids of the sampling distribution; `forbid(ids)` names the ids the next
+        token may not be (called in the decoding thread)."""
         self._ensure_worker()
         assert self._wakeup is not None
         if params.seed is None:
@@ -160,7 +179,9 @@ class TransformersPolicy:
         else:
             seed = params.seed
         loop = asyncio.get_running_loop()
-        request = _Request(list(prompt_ids), params, loop.create_future(), seed, loop)
+        listener = None if on_token is None else _on_loop(loop, on_token)
+        options = RowOptions(top_logprobs, listener, forbid)
+        request = _Request(list(prompt_ids), params, loop.create_future(), seed, loop, options)
         with self._lock:
             self._inbox.append(request)
         self._wakeup.set()
@@ -226,7 +247,8 @@ class TransformersPolicy:
                     with self._compute():
                         if joining:
                             self.stats.prefills += 1
-                        self._finish(batch.add([(r, r.prompt_ids, r.params, r.seed) for r in joining]))
+                        requests = [(r, r.prompt_ids, r.params, r.seed) for r in joining]
+                        self._finish(batch.add(requests, [r.options for r in joining]))
                         batch.drop({row.key for row in batch.rows if row.key.future.done()})  # cancelled callers
                         if len(batch):
                             self.stats.rows.append(len(batch))
@@ -257,6 +279,18 @@ class TransformersPolicy:
                 finish_reason=row.finish_reason,  # type: ignore[arg-type]
             )
             request.loop.call_soon_threadsafe(_settle, request.future, completion, None)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, listener: Callable[[TokenStep], None]) -> Callable[[TokenStep], None]:
+    """`listener`, called from the decoding thread but run on `loop` (in order, before the completion settles)."""
+
+    def call(step: TokenStep) -> None:
+        try:
+            loop.call_soon_threadsafe(listener, step)
+        except RuntimeError:  # the caller's loop is closed: nobody listens any more
+            pass
+
+    return call
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:

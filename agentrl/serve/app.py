@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from agentrl.serve.chat_completions import ChatService
 from agentrl.serve.recorder import SessionRecorder
 from agentrl.serve.sampling import RequestError
-from agentrl.serve.streaming import chunks
 from agentrl.serve.weights import OFF_BY_FLAG, WEIGHTS_ROUTE, WeightUpdater
 
 
@@ -42,6 +42,15 @@ async def _body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     return body
+
+
+async def _prepended(first: str, rest: AsyncIterator[str]) -> AsyncIterator[str]:
+    try:
+        yield first
+        async for line in rest:
+            yield line
+    finally:
+        await rest.aclose()  # a client that went away ends the sampling and frees the gate
 
 
 def create_app(service: ChatService) -> FastAPI:
@@ -78,13 +87,16 @@ def create_app(service: ChatService) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
         body = await _body(request)
-        response = await service.chat(
-            body, session_id=session_of(request), group=request.headers.get("x-agentrl-group")
-        )
-        if body.get("stream"):
-            usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(chunks(response, include_usage=usage), media_type="text/event-stream")
-        return response
+        session, group = session_of(request), request.headers.get("x-agentrl-group")
+        if not body.get("stream"):
+            return await service.chat(body, session_id=session, group=group)
+        lines = service.chat_stream(body, session_id=session, group=group)
+        try:
+            first = await anext(lines)  # a request that cannot be answered fails here, with its status
+        except BaseException:
+            await lines.aclose()
+            raise
+        return StreamingResponse(_prepended(first, lines), media_type="text/event-stream")
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:

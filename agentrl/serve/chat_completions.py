@@ -2,18 +2,15 @@
 
 Chat requests are rendered with the checkpoint's chat template exactly as a scaffold renders its episodes
 (`agentrl.rollout.chat.ChatFormat`, tool schemas included), sampled by the in-process policy (which batches
-concurrent requests), and the sampled text is parsed for `<tool_call>` markup into OpenAI `tool_calls`. Each
+concurrent requests), and the sampled text is parsed in the model's tool-call format into OpenAI `tool_calls`. Each
 response also carries the prompt and sampled token ids (`agentrl` field) so that nothing downstream has to
 re-tokenize. In gateway mode the prompt comes from the session recorder instead (see `recorder.py`).
 
-`tool_choice`: `none` returns the raw text, `auto` (the default) parses whatever calls the model wrote;
-`required` and a named function force a call by appending its opening markup (`<tool_call>` and, for a named
-function, `{"name": "...", "arguments": `) to the prompt, as vLLM's guided decoding would constrain it. The
-forced ids are part of the prompt, not of the sampled turn: they carry no logprobs, and the gateway records them
-as prompt (outside the loss mask).
-
-`/v1/completions` takes prompts as token ids and, with `return_tokens_as_token_ids` (the vLLM extension),
-reports sampled tokens as `token_id:N`: the protocol of `agentrl.policy.openai_policy.OpenAICompletionsPolicy`.
+`tool_choice` (`tool_choice.py`): `auto` parses whatever calls the model wrote; `required` and a named function
+force the call's opening markup (recorded as prompt, outside the loss mask); `none` keeps the model from writing a
+call. `logprobs` / `top_logprobs`: `logprobs.py`. `stream: true` (`chat_stream`): token by token over a policy that
+streams (`streaming.py`), the finished turn cut into chunks over any other; the sampled ids, and so the recorded
+episode, are the same streamed or not.
 
 Every request samples inside `gate` (a `SamplingGate`), so a weight update (`weights.py`) applies between requests.
 """
@@ -21,17 +18,46 @@ Every request samples inside `gate` (a `SamplingGate`), so a weight update (`wei
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from agentrl.policy.decode_loop import TokenStep
 from agentrl.protocols import SamplingParams
 from agentrl.rollout.chat import ChatFormat
+from agentrl.serve.completions import text_completions
+from agentrl.serve.forbidden_text import ForbiddenText
+from agentrl.serve.logprobs import content_logprobs, top_logprobs_of
 from agentrl.serve.messages import reply_message, template_message, template_messages
 from agentrl.serve.recorder import SessionRecorder
-from agentrl.serve.sampling import RequestError, choices_of, sampling_params
+from agentrl.serve.sampling import RequestError, choices_of, sampling_params, stop_strings
 from agentrl.serve.sampling_gate import SamplingGate
+from agentrl.serve.streaming import DONE, StreamWriter, chunks, error_event
+from agentrl.serve.tool_choice import ToolChoice, pick, tool_choice_of
 from agentrl.types import Completion
+
+Listener = Callable[[int, TokenStep], None]
+"""Sees choice i's tokens as they are sampled."""
+
+
+@dataclass
+class ChatRequest:
+    """A checked chat request: what to render, how to sample and read the turn, and where to record it."""
+
+    body: dict[str, Any]
+    model: str
+    history: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    chat: ChatFormat
+    tool_choice: ToolChoice
+    """What `tool_choice` asks; for `required`, the call `pick` chose once sampling is about to start."""
+    n: int
+    top_logprobs: int
+    session_id: str | None
+    group: str | None
 
 
 class ChatService:
@@ -55,6 +81,12 @@ class ChatService:
         self.requests = 0
         self.gate = SamplingGate()
         self.weights: Any = None  # a WeightUpdater over a real model; None (no weight routes) over a scripted one
+        self._forbidden: dict[tuple[str, ...], ForbiddenText] = {}
+
+    @property
+    def streams_tokens(self) -> bool:
+        """Whether the policy hands out tokens as it samples them (and reports alternatives, and forbids)."""
+        return bool(getattr(self.policy, "streams_tokens", False))
 
     def check_model(self, body: dict[str, Any]) -> str:
         model = body.get("model")
@@ -70,10 +102,67 @@ class ChatService:
     # --- chat ------------------------------------------------------------------------------------------
 
     async def chat(self, body: dict[str, Any], *, session_id: str | None, group: str | None = None) -> dict[str, Any]:
+        request = self._request(body, session_id, group)
         async with self.gate.sampling():
-            return await self._chat(body, session_id=session_id, group=group)
+            return await self._run(request)
 
-    async def _chat(self, body: dict[str, Any], *, session_id: str | None, group: str | None) -> dict[str, Any]:
+    async def chat_stream(
+        self, body: dict[str, Any], *, session_id: str | None, group: str | None = None
+    ) -> AsyncIterator[str]:
+        """The SSE lines of a `stream: true` request. A request that cannot be answered raises before the first
+        line (so it gets its 4xx); the gate (and in gateway mode the session) is held until the last."""
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if not self.streams_tokens:
+            response = await self.chat(body, session_id=session_id, group=group)
+            for line in chunks(response, include_usage=include_usage):
+                yield line
+            return
+        request = self._request(body, session_id, group)
+        writer = StreamWriter(
+            self.tokenizer,
+            request.chat,
+            model=request.model,
+            n=request.n,
+            parse_tools=request.tool_choice.parse_tools,
+            stop=stop_strings(body),
+            logprobs=bool(body.get("logprobs")),
+            top_logprobs=request.top_logprobs,
+            include_usage=include_usage,
+            fingerprint=self._fingerprint(),
+        )
+        async with self.gate.sampling():
+            steps: asyncio.Queue[tuple[int, TokenStep] | None] = asyncio.Queue()
+            ready = asyncio.Event()
+            run = asyncio.ensure_future(
+                self._run(request, ready=ready.set, listen=lambda i, s: steps.put_nowait((i, s)))
+            )
+            run.add_done_callback(lambda _: steps.put_nowait(None))
+            try:
+                waiting = asyncio.ensure_future(ready.wait())
+                await asyncio.wait({run, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                if not ready.is_set():
+                    run.result()  # the request's error, before anything is sent
+                for line in writer.opening(request.tool_choice.forced):
+                    yield line
+                while (item := await steps.get()) is not None:
+                    for line in writer.token(*item):
+                        yield line
+                try:
+                    response = run.result()
+                except Exception as e:  # the status line is out: the error goes in the stream
+                    yield error_event(e)
+                    yield DONE
+                    return
+                for line in writer.finish(response):
+                    yield line
+            finally:
+                if not run.done():
+                    run.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await run
+
+    def _request(self, body: dict[str, Any], session_id: str | None, group: str | None) -> ChatRequest:
         model = self.check_model(body)
         messages = body.get("messages")
         if (
@@ -88,20 +177,28 @@ class ChatService:
             raise RequestError(f"malformed message: {e}", param="messages") from e
         tools = body.get("tools") or None
         chat = ChatFormat.of(self.policy, tools)
-        parse_tools = body.get("tool_choice") != "none"
-        forced = forced_call_prefix(body.get("tool_choice"), tools, chat)
-        forced_ids = self.tokenizer.encode(forced, add_special_tokens=False) if forced else []
+        choice = tool_choice_of(body.get("tool_choice"), tools, chat)
         n = choices_of(body)
+        if self.recorder is not None and session_id is not None and n != 1:
+            raise RequestError("the recording gateway samples one choice per request (n=1)", param="n")
+        top = top_logprobs_of(body)
+        return ChatRequest(body, model, history, tools, chat, choice, n, top, session_id, group)
+
+    async def _run(
+        self, request: ChatRequest, *, ready: Callable[[], None] = lambda: None, listen: Listener | None = None
+    ) -> dict[str, Any]:
+        """Sample and read the request's choices (recording the turn in gateway mode); `ready()` once nothing but
+        sampling can fail any more."""
         self.requests += 1
-        if self.recorder is not None and session_id is not None:
-            if n != 1:
-                raise RequestError("the recording gateway samples one choice per request (n=1)", param="n")
-            async with self.recorder.lock(session_id):
-                pending = self.recorder.begin(session_id, history, tools, group=group)
-                pending.force(forced_ids)
-                params = self._params(body, len(pending.prompt_ids))
-                completion = await self.policy.generate(pending.prompt_ids, params)
-                choice, parsed = self._choice(chat, 0, completion, params, parse_tools, body, forced)
+        if self.recorder is not None and request.session_id is not None:
+            async with self.recorder.lock(request.session_id):
+                pending = self.recorder.begin(request.session_id, request.history, request.tools, group=request.group)
+                await self._pick(request, pending.prompt_ids)
+                pending.force(request.tool_choice.forced_ids)
+                params = self._params(request.body, len(pending.prompt_ids))
+                ready()
+                [completion], [steps] = await self._sample(request, pending.prompt_ids, [params], listen)
+                choice, parsed = self._choice(request, 0, completion, params, steps)
                 turn = self.recorder.finish(
                     pending,
                     completion,
@@ -111,20 +208,70 @@ class ChatService:
                     parse_error=parsed.error,
                 )
             extra = {
-                "session_id": session_id,
+                "session_id": request.session_id,
                 "episode_id": pending.episode.episode_id,
                 "turn": turn,
                 "mismatches": pending.episode.mismatches,
             }
-            return self._response(model, [choice], pending.prompt_ids, [completion], extra)
-        prompt_ids = chat.prompt_ids(history) + forced_ids
-        params = [self._params(body, len(prompt_ids), i) for i in range(n)]
-        completions = await asyncio.gather(*(self.policy.generate(prompt_ids, p) for p in params))
+            return self._response(request.model, [choice], pending.prompt_ids, [completion], extra)
+        prompt_ids = request.chat.prompt_ids(request.history)
+        await self._pick(request, prompt_ids)
+        prompt_ids += request.tool_choice.forced_ids
+        all_params = [self._params(request.body, len(prompt_ids), i) for i in range(request.n)]
+        ready()
+        completions, steps = await self._sample(request, prompt_ids, all_params, listen)
         choices = [
-            self._choice(chat, i, c, p, parse_tools, body, forced)[0]
-            for i, (c, p) in enumerate(zip(completions, params, strict=False))
+            self._choice(request, i, c, p, s)[0]
+            for i, (c, p, s) in enumerate(zip(completions, all_params, steps, strict=True))
         ]
-        return self._response(model, choices, prompt_ids, completions, {})
+        return self._response(request.model, choices, prompt_ids, completions, {})
+
+    async def _sample(
+        self, request: ChatRequest, prompt_ids: list[int], params: list[SamplingParams], listen: Listener | None
+    ) -> tuple[list[Completion], list[list[TokenStep] | None]]:
+        """Sample every choice; the tokens' steps too when the policy streams them (they carry the alternatives
+        `top_logprobs` asks for)."""
+        if not self.streams_tokens:
+            completions = await asyncio.gather(*(self.policy.generate(prompt_ids, p) for p in params))
+            return list(completions), [None] * len(params)
+        forbid = await self._forbid(request.tool_choice.forbidden)
+        steps: list[list[TokenStep]] = [[] for _ in params]
+
+        def listener(i: int) -> Callable[[TokenStep], None] | None:
+            if listen is None and not request.top_logprobs:
+                return None
+
+            def on_token(step: TokenStep) -> None:
+                steps[i].append(step)
+                if listen is not None:
+                    listen(i, step)
+
+            return on_token
+
+        completions = await asyncio.gather(
+            *(
+                self.policy.generate(
+                    prompt_ids, p, on_token=listener(i), top_logprobs=request.top_logprobs, forbid=forbid
+                )
+                for i, p in enumerate(params)
+            )
+        )
+        return list(completions), [s if s else None for s in steps]
+
+    async def _pick(self, request: ChatRequest, prompt_ids: list[int]) -> None:
+        """Settle which call `required` opens (the model's choice among the tools), before sampling."""
+        params = self._params(request.body, len(prompt_ids))  # checks the request before any forward pass
+        request.tool_choice = await pick(
+            request.tool_choice, self.policy, prompt_ids, temperature=params.temperature, seed=params.seed
+        )
+
+    async def _forbid(self, texts: tuple[str, ...]) -> ForbiddenText | None:
+        """The bans that keep `texts` out of the sample, worked out once per set (a pass over the vocabulary)."""
+        if not texts:
+            return None
+        if texts not in self._forbidden:
+            self._forbidden[texts] = await asyncio.to_thread(ForbiddenText, self.tokenizer, texts)
+        return self._forbidden[texts]
 
     def _params(self, body: dict[str, Any], prompt_tokens: int, choice: int = 0) -> SamplingParams:
         return sampling_params(
@@ -137,18 +284,17 @@ class ChatService:
 
     def _choice(
         self,
-        chat: ChatFormat,
+        request: ChatRequest,
         index: int,
         completion: Completion,
         params: SamplingParams,
-        parse_tools: bool,
-        body: dict[str, Any],
-        forced: str = "",
+        steps: list[TokenStep] | None,
     ):
+        chat, parse_tools = request.chat, request.tool_choice.parse_tools
         text = completion.text
         if completion.finish_reason == "tool_call":  # a request stop string ended generation; OpenAI drops it
             text = next((text[: -len(s)] for s in params.stop if text.endswith(s)), text)
-        text = forced + text
+        text = request.tool_choice.forced + text
         parsed = chat.parse(text, id_prefix=f"call_{uuid.uuid4().hex[:8]}")
         message = reply_message(parsed, chat.content_of(text), parse_tools=parse_tools)
         if completion.finish_reason == "length":
@@ -156,19 +302,13 @@ class ChatService:
         else:
             finish = "tool_calls" if message.get("tool_calls") else "stop"
         choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish, "logprobs": None}
-        if body.get("logprobs"):
-            choice["logprobs"] = {"content": self._logprobs(completion)}
+        if request.body.get("logprobs"):
+            logprobs = content_logprobs(self.tokenizer, completion, steps, request.top_logprobs)
+            choice["logprobs"] = {"content": logprobs}
         return choice, parsed
 
-    def _logprobs(self, completion: Completion) -> list[dict[str, Any]]:
-        """Per sampled token (the end-of-turn token included: training scores it). Only the sampled token's
-        logprob is known, so `top_logprobs` lists just that token."""
-        out = []
-        for token_id, logprob in zip(completion.token_ids, completion.logprobs, strict=False):
-            token = self.tokenizer.decode([token_id], skip_special_tokens=False)
-            entry = {"token": token, "logprob": logprob, "bytes": list(token.encode())}
-            out.append({**entry, "top_logprobs": [dict(entry)]})
-        return out
+    def _fingerprint(self) -> str:
+        return f"agentrl-v{getattr(self.policy, 'version', 0)}"
 
     def _response(
         self,
@@ -185,7 +325,7 @@ class ChatService:
             "created": int(time.time()),
             "model": model,
             "choices": choices,
-            "system_fingerprint": f"agentrl-v{getattr(self.policy, 'version', 0)}",
+            "system_fingerprint": self._fingerprint(),
             "usage": {
                 "prompt_tokens": len(prompt_ids),
                 "completion_tokens": sampled,
@@ -202,72 +342,6 @@ class ChatService:
     # --- completions over token ids --------------------------------------------------------------------
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        async with self.gate.sampling():
-            return await self._completions(body)
-
-    async def _completions(self, body: dict[str, Any]) -> dict[str, Any]:
         model = self.check_model(body)
-        prompt = body.get("prompt")
-        if isinstance(prompt, str):
-            prompt = list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) for t in prompt):
-            raise RequestError("prompt must be a string or a non-empty list of token ids", param="prompt")
-        n = choices_of(body)
-        params = [self._params(body, len(prompt), i) for i in range(n)]
-        completions = await asyncio.gather(*(self.policy.generate(prompt, p) for p in params))
-        as_ids = bool(body.get("return_tokens_as_token_ids"))
-        choices = []
-        for i, c in enumerate(completions):
-            ids = list(c.token_ids)
-            tokens = [f"token_id:{t}" if as_ids else self.tokenizer.decode([t]) for t in ids]
-            keep_special = body.get("skip_special_tokens") is False
-            choices.append(
-                {
-                    "index": i,
-                    "text": self.tokenizer.decode(ids, skip_special_tokens=not keep_special),
-                    "finish_reason": "length" if c.finish_reason == "length" else "stop",
-                    "logprobs": None
-                    if body.get("logprobs") is None
-                    else {
-                        "tokens": tokens,
-                        "token_logprobs": list(c.logprobs),
-                        "top_logprobs": [{t: lp} for t, lp in zip(tokens, c.logprobs, strict=False)],
-                        "text_offset": [0] * len(ids),
-                    },
-                }
-            )
-        sampled = sum(len(c.token_ids) for c in completions)
-        return {
-            "id": f"cmpl-{uuid.uuid4().hex}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": choices,
-            "usage": {
-                "prompt_tokens": len(prompt),
-                "completion_tokens": sampled,
-                "total_tokens": len(prompt) + sampled,
-            },
-        }
-
-
-def forced_call_prefix(tool_choice: Any, tools: list[dict[str, Any]] | None, chat: ChatFormat) -> str:
-    """The markup a `tool_choice` forces the reply to start with, in the model's tool-call format ("" for `auto`,
-    `none` or no choice); a generation prompt that opened a reasoning block gets it closed first."""
-    if tool_choice in (None, "auto", "none"):
-        return ""
-    if not tools:
-        raise RequestError("tool_choice requires tools", param="tool_choice")
-    closing = f"{chat.reasoning.close}\n\n" if chat.reasoning is not None and chat.prompt_opens_reasoning else ""
-    if tool_choice == "required":
-        return closing + chat.tool_format.forced_prefix()
-    name = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
-    if not isinstance(name, str):
-        raise RequestError(
-            "tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
-            param="tool_choice",
-        )
-    known = [t.get("function", {}).get("name") for t in tools]
-    if name not in known:
-        raise RequestError(f"tool_choice names {name!r}, which is not among the tools", param="tool_choice")
-    return closing + chat.tool_format.forced_prefix(name)
+        async with self.gate.sampling():
+            return await text_completions(self.policy, body, model, lambda tokens, i: self._params(body, tokens, i))

@@ -129,6 +129,11 @@ def train_recorded(
     learner = Learner(loaded, config, pad_token_id=tokenizer.pad_token_id, temperature=temperature)
     history = [train_recorded_step(loaded, tokenizer, episodes, config, learner=learner) for _ in range(steps)]
     if output is not None:
+        from agentrl.config import dump_toml
+        from agentrl.train.model_card import write_model_card
+
         loaded.save_pretrained(output)
         tokenizer.save_pretrained(output)
+        numbers = {k: float(v) for k, v in history[-1].items() if isinstance(v, (int, float))} if history else {}
+        write_model_card(output, base_model=model, step=steps, config_toml=dump_toml(config), metrics=numbers)
     return history

@@ -39,6 +39,15 @@ def choices_of(body: dict[str, Any]) -> int:
     return n
 
 
+def stop_strings(body: dict[str, Any]) -> tuple[str, ...]:
+    """The request's `stop` strings (a string or a list of them)."""
+    stop = body.get("stop") or ()
+    stop = (stop,) if isinstance(stop, str) else tuple(stop)
+    if not all(isinstance(s, str) for s in stop):
+        raise RequestError("stop must be a string or a list of strings", param="stop")
+    return stop
+
+
 def sampling_params(
     body: dict[str, Any], *, prompt_tokens: int, context_tokens: int, default_max_tokens: int, choice: int = 0
 ) -> SamplingParams:
@@ -53,8 +62,7 @@ def sampling_params(
     limit = body.get("max_completion_tokens") or body.get("max_tokens") or default_max_tokens
     if not isinstance(limit, int) or limit < 1:
         raise RequestError("max_tokens must be a positive integer", param="max_tokens")
-    stop = body.get("stop") or ()
-    stop = (stop,) if isinstance(stop, str) else tuple(stop)
+    stop = stop_strings(body)
     seed = body.get("seed")
     if seed is not None and not isinstance(seed, int):
         raise RequestError("seed must be an integer", param="seed")

@@ -206,7 +206,7 @@ def test_a_forced_tool_call_opening_is_recorded_as_prompt_not_as_sampled(tiny_to
     from openai import OpenAI
 
     def reluctant(prompt: str) -> str:
-        if prompt.endswith('"arguments": '):
+        if prompt.endswith('"arguments":'):
             return '{"expression": "6 * 7"}}\n</tool_call>'
         return "42" if "<tool_response>" in prompt else "I know it."
 
@@ -221,7 +221,7 @@ def test_a_forced_tool_call_opening_is_recorded_as_prompt_not_as_sampled(tiny_to
         client.chat.completions.create(model="scripted", messages=[*QUESTION, message, tool], tools=TOOLS)
     (episode,) = recorder.episodes("key-f")
     trajectory = episode.trajectory()
-    forced = tiny_tokenizer.encode('<tool_call>\n{"name": "calculate", "arguments": ', add_special_tokens=False)
+    forced = tiny_tokenizer.encode('<tool_call>\n{"name": "calculate", "arguments":', add_special_tokens=False)
     assert list(trajectory.prompt_ids[-len(forced) :]) == forced
     assert tiny_tokenizer.decode(trajectory.turns[0].completion_ids).startswith('{"expression": "6 * 7"}}')
     assert sum(trajectory.loss_mask) == sum(len(t.completion_ids) for t in trajectory.turns)

@@ -205,7 +205,7 @@ async def test_chat_policy_reaches_the_server_through_litellm_and_the_sdk(script
 
 def reluctant(prompt: str) -> str:
     """A model that never calls a tool unless the prompt already opened the call for it."""
-    if prompt.endswith('"arguments": '):
+    if prompt.endswith('"arguments":'):
         return '{"expression": "1 + 1"}}\n</tool_call>'
     if prompt.endswith("<tool_call>\n"):
         return '{"name": "calculate", "arguments": {"expression": "2 + 2"}}\n</tool_call>'
