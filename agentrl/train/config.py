@@ -36,26 +36,59 @@ class TrainerConfig:
     """Gradient clipping threshold (global L2 norm)."""
     advantage: str = "grpo"
     """Advantage estimator, by registry name or dotted path: `grpo`, `dr_grpo`, `rloo`, `lite_ppo`, `mc_grpo`
-    (median baseline, pivot left out of the loss) or `ngrpo` (virtual r_max sample)."""
+    (median baseline, pivot left out of the loss), `ngrpo` (virtual r_max sample, `ngrpo_r_max`) or `reinforce_pp`
+    (REINFORCE++: group mean, then normalised over the batch)."""
     loss: str = "ppo_clip"
-    """Policy loss, by registry name or dotted path: `ppo_clip`, `aepo` (gradient-keeping upper clip) or `gspo`
-    (sequence-level ratio)."""
+    """Policy loss, by registry name or dotted path: `ppo_clip` (PPO clip-higher + dual clip), `aepo` (upper clip
+    keeps a (1 + ε_high)-capped gradient), `gspo` (clip on the sequence-level ratio), `cispo` (clipped, detached IS
+    weight on every token's policy gradient), `clip_cov` (PPO clip; drops the loss of a few high-covariance tokens)
+    or `kl_cov` (|log-ratio| penalty on the highest-covariance tokens). The ratio is π_θ / π_old with π_old the
+    weights that sampled the batch, so it is 1 on each batch's first optimizer step: `aepo`, `gspo`, `cispo` and
+    `kl_cov` act only through later ones and are refused (ConfigError) when minibatches_per_step × update_epochs
+    is 1; `ppo_clip` then is the plain policy gradient (GRPO with one update per batch)."""
     loss_agg: str = "token-mean"
-    """Loss aggregation: `token-mean`, `seq-mean-token-mean` or `seq-mean-token-sum-norm`."""
+    """Loss aggregation: `token-mean` (DAPO), `seq-mean-token-mean` (GRPO), `seq-mean-token-sum` or
+    `seq-mean-token-sum-norm` (Dr. GRPO: each sequence's summed policy-token loss / loss_agg_norm_tokens)."""
+    loss_agg_norm_tokens: int = 0
+    """Dr. GRPO's constant MAX_TOKENS for `seq-mean-token-sum-norm`; 0 = the episode token budget
+    (rollout.max_tokens_per_episode)."""
     clip_low: float = 0.2
-    """Lower PPO clip range ε_low."""
+    """Lower clip range ε_low of the token ratio (`ppo_clip`, `aepo`, `clip_cov`; the floor of `cispo`'s weight)."""
     clip_high: float = 0.28
-    """Upper PPO clip range ε_high (clip-higher, DAPO)."""
+    """Upper clip range ε_high of the token ratio (clip-higher, DAPO; the cap of `cispo`'s weight)."""
     dual_clip: float = 3.0
     """Dual-clip constant c bounding the loss of negative-advantage tokens; 0 disables."""
+    sequence_clip_low: float = 3e-4
+    """`gspo`: lower clip range of the sequence-level ratio (the GSPO paper's 3e-4; clip_low is per token)."""
+    sequence_clip_high: float = 4e-4
+    """`gspo`: upper clip range of the sequence-level ratio (the GSPO paper's 4e-4)."""
+    cov_token_fraction: float = 2e-4
+    """`clip_cov` / `kl_cov`: fraction of the loss tokens (at least one) that are dropped / penalised."""
+    clip_cov_bounds: tuple[float, float] = (1.0, 5.0)
+    """`clip_cov`: tokens whose covariance of log-prob and advantage lies strictly inside these bounds are the
+    candidates for dropping."""
+    kl_cov_coef: float = 1.0
+    """`kl_cov`: coefficient β of the |log π − log π_old| penalty on the chosen tokens."""
     kl_coef: float = 0.0
-    """Coefficient of the k3 KL penalty to the reference (initial) policy; 0 loads no reference."""
+    """Coefficient β of the KL penalty to the reference (initial) policy; 0 loads no reference."""
+    kl_estimator: str = "k3"
+    """Per-token KL estimator: `k1` (log π − log π_ref), `k2` (½·its square) or `k3` (e^δ − δ − 1); as a loss
+    term k2's gradient is that of KL(π ‖ π_ref), k3's that of KL(π_ref ‖ π), k1's is 0 in expectation."""
+    kl_in_reward: bool = False
+    """Put the KL penalty in the reward instead of the loss: each policy token's advantage becomes
+    A_t − kl_coef × Σ_{s ≥ t} KL_s (its trajectory's later policy tokens, KL of the sampling weights), applied in
+    the learner after credit assignment and normalisation (REINFORCE++ / InstructGPT). `k1` is the usual estimator."""
     entropy_coef: float = 0.0
     """Coefficient of the entropy bonus."""
     max_tokens_per_microbatch: int = 16384
     """Padded tokens per forward/backward micro-batch (gradients accumulate across micro-batches)."""
-    minibatches_per_step: int = 1
-    """Optimizer steps per training step (the batch is split into this many mini-batches)."""
+    minibatches_per_step: int = 4
+    """Mini-batches (one optimizer step each) the batch is split into, per update epoch. Every optimizer step after
+    a batch's first trains on a policy that has moved, which is where the ratio, its clip and the named losses act;
+    with 1 (and update_epochs = 1) the ratio is always 1."""
+    update_epochs: int = 1
+    """Passes over the batch per training step (PPO epochs); the samples are shuffled into mini-batches anew in
+    every pass, seeded by the step."""
     skip_zero_advantage_groups: bool = True
     """Leave groups whose advantages are all zero out of the update (they carry no gradient)."""
     credit: str = "trajectory"
@@ -77,13 +110,21 @@ class TrainerConfig:
     """HGPO K: history levels (previous observations) used to refine step groups."""
     hgpo_alpha: float = 1.0
     """HGPO level weight exponent α: level l weighs (l + 1)^α."""
+    ngrpo_r_max: float = 1.0
+    """NGRPO r_max: the reward of the virtual best sample added to every group's statistics (`advantage = ngrpo`);
+    set it to the highest reward the run's rewards can give."""
     branch_attribution: str = "soft"
     """Credit of turns a forked trajectory shares with its parent: `soft` (each copy keeps its own advantage,
-    as ARPO ships) or `hard` (every copy gets the mean over the trajectories sharing it)."""
+    as ARPO ships) or `hard` (the turn trains once, with the mean over the trajectories sharing it; its other
+    copies leave the loss mask)."""
     entropy_advantage_alpha: float | None = None
     """AEPO entropy-aware advantage A·(1 + α·z(H)); None = 0.2 with `loss = aepo`, else 0 (off)."""
     tis_cap: float = 0.0
-    """Truncated importance sampling: weight each token's policy loss by min(π_old / π_sampler, cap); 0 = off."""
+    """Sampler-mismatch correction: weight each token's policy loss by π_old / π_sampler truncated at (or, for the
+    `_mask` modes, dropped above) this cap; 0 = off."""
+    tis_mode: str = "token"
+    """With tis_cap > 0: `token` (min(ρ_t, cap)), `sequence` (min(Π_t ρ_t, cap) on the whole sequence),
+    `token_mask` (ρ_t, or 0 where ρ_t > cap) or `sequence_mask` (Π_t ρ_t, or 0 for the sequence above cap)."""
 
     @property
     def entropy_alpha(self) -> float:

@@ -4,29 +4,35 @@
 exact token sequence with its loss mask (True only on policy-sampled tokens), per-token advantages (already
 credited and normalised) and the logprobs the sampler reported. One step:
 
-1. splits the samples, in order, into `trainer.minibatches_per_step` mini-batches (one optimizer step each);
+1. runs `trainer.update_epochs` passes over the samples; each pass shuffles them (seeded by the step and the
+   pass) and splits them into `trainer.minibatches_per_step` mini-batches, one optimizer step each;
 2. packs each mini-batch into micro-batches whose padded size (rows × longest row) stays within
    `trainer.max_tokens_per_microbatch`, longest samples first so rows of similar length share a batch;
 3. per micro-batch: forward (under `trainer.precision`'s autocast) to next-token logprobs in fp32, computed over
-   `trainer.logprob_chunk_tokens` positions at a time (`forward.py`, `chunked_logprobs.py`),
-   loss = agg(policy loss) + kl_coef·agg(k3 KL to the reference) − entropy_coef·agg(entropy), backward.
-   `aggregate` divides by mini-batch totals, so the gradients that accumulate over micro-batches are exactly
-   the mini-batch gradient whatever the packing; chunking splits the positions of a micro-batch in the same
-   way (the gradient is the sum over chunks, recomputed chunk by chunk), so it changes nothing but the order of
-   float additions;
+   `trainer.logprob_chunk_tokens` positions at a time (`forward.py`, `chunked_logprobs.py`), the objective of
+   `objective.py` (policy loss, importance weights, KL, entropy), backward. Aggregation divides by mini-batch
+   totals, so the gradients that accumulate over micro-batches are exactly the mini-batch gradient whatever the
+   packing; chunking splits the positions of a micro-batch in the same way (the gradient is the sum over chunks,
+   recomputed chunk by chunk), so it changes nothing but the order of float additions;
 4. sets the learning rate of this optimizer step (`schedule.py`), clips the global grad norm and steps AdamW.
 
-With one mini-batch the old policy is the current one (ratio ≡ 1: exactly on-policy, the clip never binds);
-with several, old logprobs come from a no-grad pass before the first optimizer step, as in PPO. Either way the
-learner's pre-update logprobs are compared with the sampler's (`sampler_logprob_abs_diff`,
-`approx_kl_to_sampler`), the health check for token-exact rollouts.
+π_old, the denominator of every ratio, is the policy that sampled the batch *as the learner computes it*: a no-grad
+pass before the step's first optimizer step (with a single optimizer step per batch that pass is the forward
+itself, detached, and ρ ≡ 1). It is not the sampler's reported log-probs, although the sampler ran those same
+weights: the ratio and its clip should measure how far the update has moved the policy, not the numerical gap
+between two engines, and that gap (plus the staleness of carried partial rollouts) is corrected separately by
+`trainer.tis_cap` / `tis_mode` with the weight π_old / π_sampler. This is the decoupled form of PPO (Hilton et al.
+2022, "Batch size-invariance for policy optimization"; AReaL, Fu et al. 2025). With the in-process sampler the
+two differ by ~1e-6 per token, so only remote samplers (vLLM) and carried rollouts see a difference. The pass also
+compares the learner's log-probs with the sampler's (`sampler_logprob_abs_diff`, `approx_kl_to_sampler`), the
+health check for token-exact rollouts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
+import random
 import sys
 import time
 from collections import defaultdict
@@ -37,31 +43,21 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from agentrl.errors import ConfigError
-from agentrl.registry import resolve
+from agentrl.rollout.config import RolloutConfig
 from agentrl.train.config import TrainerConfig
 from agentrl.train.forward import forward_logprobs_B_T1
-from agentrl.train.losses import (
-    AGGREGATION_MODES,
-    aggregate,
-    entropy_aware_advantages,
-    kl_k3,
-    truncated_importance_weights,
-)
+from agentrl.train.kl import kl_k3
+from agentrl.train.losses import entropy_aware_advantages
+from agentrl.train.objective import Objective
 from agentrl.train.precision import resolve_precision
 from agentrl.train.samples import PaddedSamples, TrainSample, collate, plan_microbatches, split_minibatches
 from agentrl.train.schedule import check_schedule, learning_rate
 
-# Per-token statistics averaged over all loss tokens of a step (the rest are averaged over optimizer steps).
-_TOKEN_METRICS = (
-    "kl",
-    "entropy",
-    "clip_frac_low",
-    "clip_frac_high",
-    "clip_frac_dual",
-    "sampler_logprob_abs_diff",
-    "approx_kl_to_sampler",
-)
+# Per-token statistics averaged over all loss tokens of every pass of a step (the rest are averaged over optimizer
+# steps); the objective may add more (`tis_weight`, `cov_dropped`, ...). Always logged, 0 when unused.
+_TOKEN_METRICS = ("kl", "entropy", "clip_frac_low", "clip_frac_high", "clip_frac_dual")
+# Measured once per step, before the first optimizer step.
+_DRIFT_METRICS = ("sampler_logprob_abs_diff", "approx_kl_to_sampler")
 
 
 def entropy_scaled(samples: list[TrainSample], alpha: float, step_sums: dict[str, float]) -> list[TrainSample]:
@@ -103,9 +99,9 @@ class Learner:
     """Computes the GRPO-family loss over `TrainSample`s and steps AdamW on the model's trainable parameters.
 
     `temperature` must match the sampling temperature so learner and sampler logprobs describe the same
-    distribution; `max_tokens_per_sequence` is Dr. GRPO's constant normaliser for `seq-mean-token-sum-norm`
-    (default: the longest sample of each mini-batch); `total_optimizer_steps` is the length of the learning-rate
-    schedule (default: `trainer.steps × trainer.minibatches_per_step`).
+    distribution; `episode_token_budget` is the run's `rollout.max_tokens_per_episode`, Dr. GRPO's constant for
+    `seq-mean-token-sum-norm` unless `trainer.loss_agg_norm_tokens` sets one; `total_optimizer_steps` is the
+    length of the learning-rate schedule (default: steps × minibatches_per_step × update_epochs).
 
     AdamW updates the parameters in their own dtype, so the weights it keeps are the master copy: fp32 unless the
     model was loaded in half precision (`policy.dtype`), which `trainer.precision` = `fp32` / `bf16-mixed` refuse.
@@ -119,14 +115,12 @@ class Learner:
         pad_token_id: int,
         ref_model: torch.nn.Module | None = None,
         temperature: float = 1.0,
-        max_tokens_per_sequence: int | None = None,
+        episode_token_budget: int = RolloutConfig.max_tokens_per_episode,
         total_optimizer_steps: int | None = None,
     ) -> None:
         check_schedule(config.lr_schedule, config.warmup_steps, config.min_lr_ratio)
-        if config.loss_agg not in AGGREGATION_MODES:
-            known = ", ".join(AGGREGATION_MODES)
-            raise ConfigError(f"unknown trainer.loss_agg {config.loss_agg!r}; known: {known}")
-        if config.kl_coef > 0 and ref_model is None and not _is_peft_model(model):
+        self.objective = Objective(config, episode_token_budget=episode_token_budget)
+        if self.objective.needs_reference and ref_model is None and not _is_peft_model(model):
             raise ValueError(
                 "trainer.kl_coef > 0 needs a reference policy: pass ref_model=..., or train a LoRA (peft) "
                 "model so the reference is the base model with the adapter disabled"
@@ -136,14 +130,12 @@ class Learner:
         self.pad_token_id = pad_token_id
         self.ref_model = ref_model
         self.temperature = temperature
-        self.max_tokens_per_sequence = max_tokens_per_sequence
-        self.policy_loss = resolve("loss", config.loss)
         # Only trainable parameters: a peft model exposes just its adapters here, with no special casing.
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no parameters with requires_grad=True")
         self.precision = resolve_precision(config.precision, self.params)
-        self.total_optimizer_steps = total_optimizer_steps or config.steps * config.minibatches_per_step
+        self.total_optimizer_steps = total_optimizer_steps or config.steps * self.updates_per_batch
         self.optimizer = torch.optim.AdamW(
             self.params, lr=self._scheduled_lr(1), betas=tuple(config.betas), weight_decay=config.weight_decay
         )
@@ -154,8 +146,13 @@ class Learner:
     def device(self) -> torch.device:
         return self.params[0].device
 
+    @property
+    def updates_per_batch(self) -> int:
+        """Optimizer steps per training step, as configured (fewer when a batch has fewer samples)."""
+        return self.config.minibatches_per_step * self.config.update_epochs
+
     def update(self, samples: Sequence[TrainSample]) -> dict[str, float]:
-        """One training step (`minibatches_per_step` optimizer steps) over `samples`; returns metrics."""
+        """One training step (`update_epochs` × `minibatches_per_step` optimizer steps) over `samples`."""
         if not samples:
             raise ValueError("Learner.update needs at least one sample")
         start = time.perf_counter()
@@ -163,33 +160,39 @@ class Learner:
         self.model.train()
         token_sums: dict[str, float] = defaultdict(float)
         step_sums: dict[str, float] = defaultdict(float)
+        epochs = self.config.update_epochs
         try:
-            old_logprobs = None
-            if self.config.minibatches_per_step > 1:
-                old_logprobs = self._old_logprobs(samples, token_sums)
             minibatches = split_minibatches(len(samples), self.config.minibatches_per_step)
-            for indices in minibatches:
-                old = [old_logprobs[i] for i in indices] if old_logprobs is not None else None
-                self._train_minibatch([samples[i] for i in indices], old, token_sums, step_sums)
+            old_logprobs = None
+            if len(minibatches) * epochs > 1:
+                old_logprobs = self._old_logprobs(samples, token_sums)
+            for epoch in range(epochs):
+                order = self._shuffled(len(samples), epoch)
+                for indices in minibatches:
+                    chosen = [order[i] for i in indices]
+                    old = [old_logprobs[i] for i in chosen] if old_logprobs is not None else None
+                    self._train_minibatch([samples[i] for i in chosen], old, token_sums, step_sums)
         finally:
             self.model.train(was_training)
         self.step += 1
         elapsed_s = time.perf_counter() - start
         num_tokens = sum(s.num_loss_tokens for s in samples)
-        metrics = {name: token_sums[name] / max(num_tokens, 1) for name in _TOKEN_METRICS}
-        if self.config.tis_cap > 0:
-            metrics.update({name: token_sums[name] / max(num_tokens, 1) for name in ("tis_weight", "tis_capped_frac")})
+        updates = len(minibatches) * epochs
+        metrics = {name: 0.0 for name in _TOKEN_METRICS}
+        metrics.update({name: total / max(num_tokens * epochs, 1) for name, total in token_sums.items()})
+        metrics.update({name: token_sums[name] / max(num_tokens, 1) for name in _DRIFT_METRICS})
         if self.config.entropy_alpha > 0:
-            metrics["entropy_advantage_applied"] = step_sums["entropy_advantage_applied"] / len(minibatches)
+            metrics["entropy_advantage_applied"] = step_sums["entropy_advantage_applied"] / updates
         for name in ("loss", "pg_loss", "grad_norm"):
-            metrics[name] = step_sums[name] / len(minibatches)
+            metrics[name] = step_sums[name] / updates
         metrics.update(
             lr=float(self.optimizer.param_groups[0]["lr"]),  # that of the step's last optimizer step
             tokens=float(num_tokens),
             sequences=float(len(samples)),
+            optimizer_steps=float(updates),
             microbatches=step_sums["microbatches"],
             skipped_steps=step_sums["skipped_steps"],
-            train_tokens_per_s=sum(len(s.token_ids) for s in samples) / max(elapsed_s, 1e-9),
+            train_tokens_per_s=epochs * sum(len(s.token_ids) for s in samples) / max(elapsed_s, 1e-9),
         )
         return metrics
 
@@ -200,10 +203,17 @@ class Learner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`; one saved before the schedule counted optimizer steps resumes the schedule at
-        step × minibatches_per_step."""
+        step × optimizer steps per batch."""
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = int(state["step"])
-        self.optimizer_steps = int(state.get("optimizer_steps", self.step * self.config.minibatches_per_step))
+        self.optimizer_steps = int(state.get("optimizer_steps", self.step * self.updates_per_batch))
+
+    def _shuffled(self, num_samples: int, epoch: int) -> list[int]:
+        """The sample order of one pass: a permutation seeded by (step, pass), so a resumed run repeats it."""
+        order = list(range(num_samples))
+        if self.config.minibatches_per_step > 1:  # one mini-batch: the order changes nothing but float sums
+            random.Random(self.step * 1_000_003 + epoch).shuffle(order)
+        return order
 
     # --- one mini-batch --------------------------------------------------------------------------------
 
@@ -217,17 +227,22 @@ class Learner:
         totals = {
             "num_sequences": sum(1 for s in samples if s.num_loss_tokens > 0),
             "num_tokens": sum(s.num_loss_tokens for s in samples),
-            "max_tokens": self.max_tokens_per_sequence or max(len(s.token_ids) for s in samples),
         }
         if self.config.entropy_alpha > 0:
             samples = entropy_scaled(samples, self.config.entropy_alpha, step_sums)
         plans = plan_microbatches([len(s.token_ids) for s in samples], self.config.max_tokens_per_microbatch)
         for plan in plans:
             batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
-            old_B_T1 = None
+            logprobs_B_T1, entropy_B_T1 = self._logprobs(
+                self.model, batch, entropy="grad" if self.config.entropy_coef > 0 else "value"
+            )
             if old_logprobs is not None:
                 old_B_T1 = pad_sequence([old_logprobs[i] for i in plan], batch_first=True)
-            loss, pg_loss = self._microbatch_loss(batch, old_B_T1, totals, token_sums)
+            else:
+                old_B_T1 = logprobs_B_T1.detach()
+                self._record_sampler_drift(old_B_T1, batch, token_sums)
+            ref_B_T1 = self._reference_logprobs(batch) if self.objective.needs_reference else None
+            loss, pg_loss = self.objective(batch, logprobs_B_T1, old_B_T1, entropy_B_T1, ref_B_T1, totals, token_sums)
             loss.backward()
             step_sums["loss"] += float(loss.detach())
             step_sums["pg_loss"] += float(pg_loss.detach())
@@ -235,46 +250,6 @@ class Learner:
         grad_norm = self._optimizer_step()
         step_sums["grad_norm"] += grad_norm
         step_sums["skipped_steps"] += float(not math.isfinite(grad_norm))
-
-    def _microbatch_loss(
-        self, batch: PaddedSamples, old_B_T1: Tensor | None, totals: dict[str, int], token_sums: dict[str, float]
-    ) -> tuple[Tensor, Tensor]:
-        """(total loss, policy loss) of one micro-batch, each scaled to its share of the mini-batch."""
-        config, mask_B_T1 = self.config, batch.mask_B_T1
-        agg = functools.partial(aggregate, mask_B_T=mask_B_T1, mode=config.loss_agg, **totals)
-        logprobs_B_T1, entropy_B_T1 = self._logprobs(
-            self.model, batch, entropy="grad" if config.entropy_coef > 0 else "value"
-        )
-        if old_B_T1 is None:
-            old_B_T1 = logprobs_B_T1.detach()
-            self._record_sampler_drift(old_B_T1, batch, token_sums)
-        loss_B_T1, stats = self.policy_loss(
-            logprobs_B_T1,
-            old_B_T1,
-            batch.advantages_B_T1,
-            clip_low=config.clip_low,
-            clip_high=config.clip_high,
-            dual_clip=config.dual_clip,
-            mask_B_T=mask_B_T1,
-        )
-        if config.tis_cap > 0:
-            weights_B_T1 = truncated_importance_weights(old_B_T1, batch.sampler_logprobs_B_T1, config.tis_cap)
-            loss_B_T1 = loss_B_T1 * weights_B_T1
-            token_sums["tis_weight"] += _masked_sum(weights_B_T1, mask_B_T1)
-            token_sums["tis_capped_frac"] += _masked_sum((weights_B_T1 >= config.tis_cap).float(), mask_B_T1)
-        pg_loss = agg(loss_B_T1)
-        loss = pg_loss
-        if config.kl_coef > 0:
-            kl_B_T1 = kl_k3(logprobs_B_T1, self._reference_logprobs(batch))
-            loss = loss + config.kl_coef * agg(kl_B_T1)
-            token_sums["kl"] += _masked_sum(kl_B_T1, mask_B_T1)
-        if config.entropy_coef > 0:
-            loss = loss - config.entropy_coef * agg(entropy_B_T1)
-        token_sums["entropy"] += _masked_sum(entropy_B_T1, mask_B_T1)
-        for name, values_B_T1 in stats.items():
-            if name.startswith("clip_frac"):
-                token_sums[name] += _masked_sum(values_B_T1, mask_B_T1)
-        return loss, pg_loss
 
     def _optimizer_step(self) -> float:
         """Clip, step and clear; a non-finite gradient skips the step rather than corrupting the weights."""

@@ -1,19 +1,19 @@
-"""Policy-gradient losses and the token statistics around them, as pure tensor functions.
+"""Policy-gradient losses, their registry, and the per-token statistics the objective reads (entropy, log-probs).
 
 A policy loss maps per-token log-probabilities to a per-token loss and per-token statistics:
 
-    fn(logprobs_B_T, old_logprobs_B_T, advantages_B_T, *, clip_low, clip_high, dual_clip, mask_B_T)
+    fn(logprobs_B_T, old_logprobs_B_T, advantages_B_T, *, clip_low, clip_high, dual_clip, mask_B_T, **options)
         -> (loss_B_T, stats: dict[str, Tensor of shape B_T])
 
-and is registered by name in `POLICY_LOSSES` (`trainer.loss = "ppo_clip"`, `"aepo"`, `"gspo"`). `aggregate`
-reduces a per-token quantity over the loss mask in one of three modes (`trainer.loss_agg`); its denominators
-are passed in as totals over the whole mini-batch, so summing `aggregate` over the micro-batches of a
-mini-batch gives exactly the mini-batch value and gradient accumulation needs no rescaling. `kl_k3`,
-`entropy_from_logits` and `token_logprobs` are the remaining per-token pieces of the objective (algorithms.md
-§2.1); `truncated_importance_weights` (TIS) reweights the per-token policy loss and `entropy_aware_advantages`
-(AEPO) rescales the advantages before it:
-
-    loss = agg(L_clip) + kl_coef · agg(KL_k3(π_θ ‖ π_ref)) − entropy_coef · agg(H(π_θ))
+and is registered by name in `POLICY_LOSSES` (`trainer.loss`): `ppo_clip`, `aepo`, `gspo`, `cispo`, `clip_cov`,
+`kl_cov`. Keyword-only options a loss declares beyond the clip settings (`sequence_clip_low`,
+`sequence_clip_high`, `cov_token_fraction`, `clip_cov_bounds`, `kl_cov_coef`) are filled from the `TrainerConfig`
+fields of the same name. π_old is the policy that sampled the batch as the learner computes it
+(`agentrl/train/learner.py` says why not the sampler's log-probs), so every ratio ρ = π_θ / π_old is exactly 1 on
+a batch's first optimizer step: the losses named in `OFF_POLICY_LOSSES` differ from the plain policy gradient only
+through ρ ≠ 1 and need several optimizer steps per batch (`trainer.minibatches_per_step`,
+`trainer.update_epochs`). Aggregation is `aggregation.py`, the KL terms `kl.py`, the sampler-mismatch weights
+`importance.py`, and the whole objective `objective.py`.
 """
 
 from __future__ import annotations
@@ -23,25 +23,27 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from agentrl.errors import ConfigError
+from agentrl.train.cov_losses import clip_cov_loss, kl_cov_loss
+from agentrl.train.surrogate import MAX_LOG_RATIO, clipped_surrogate, importance_ratio
 
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, Tensor]]]
 
 POLICY_LOSSES: dict[str, PolicyLossFn] = {}
 
-AGGREGATION_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-
-# exp() of a log-ratio beyond this overflows float32 long before it means anything; verl clamps the same way.
-_MAX_LOG_RATIO = 20.0
+OFF_POLICY_LOSSES: set[str] = set()
+"""Registered losses that equal the plain policy gradient when ρ ≡ 1 (one optimizer step per batch)."""
 
 
-def register_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
-    """Register a policy loss under `name` (the value of `trainer.loss`)."""
+def register_loss(name: str, *, off_policy_only: bool = False) -> Callable[[PolicyLossFn], PolicyLossFn]:
+    """Register a policy loss under `name` (the value of `trainer.loss`); `off_policy_only`: the loss is the plain
+    policy gradient at ρ ≡ 1, so the learner refuses it with one optimizer step per batch."""
 
     def decorator(fn: PolicyLossFn) -> PolicyLossFn:
         if name in POLICY_LOSSES:
             raise ValueError(f"policy loss {name!r} is already registered")
         POLICY_LOSSES[name] = fn
+        if off_policy_only:
+            OFF_POLICY_LOSSES.add(name)
         return fn
 
     return decorator
@@ -73,11 +75,11 @@ def ppo_clip_loss(
     `clip_frac_dual`: where that clip is active, i.e. the token's gradient is cut off) and the detached
     `ratio`; the caller averages them over its loss mask.
     """
-    ratio_B_T = torch.exp((logprobs_B_T - old_logprobs_B_T).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    ratio_B_T = importance_ratio(logprobs_B_T, old_logprobs_B_T)
     return clipped_surrogate(ratio_B_T, advantages_B_T, clip_low, 1.0 + clip_high, dual_clip)
 
 
-@register_loss("aepo")
+@register_loss("aepo", off_policy_only=True)
 def aepo_loss(
     logprobs_B_T: Tensor,
     old_logprobs_B_T: Tensor,
@@ -98,12 +100,12 @@ def aepo_loss(
     (it only bites where ρ > 1 + ε_high and A > 0). The paper's entropy-aware advantage is
     `entropy_aware_advantages`, applied by the learner (`trainer.entropy_advantage_alpha`).
     """
-    ratio_B_T = torch.exp((logprobs_B_T - old_logprobs_B_T).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    ratio_B_T = importance_ratio(logprobs_B_T, old_logprobs_B_T)
     upper_B_T = (1.0 + clip_high) * ratio_B_T / ratio_B_T.detach()
     return clipped_surrogate(ratio_B_T, advantages_B_T, clip_low, upper_B_T, dual_clip)
 
 
-@register_loss("gspo")
+@register_loss("gspo", off_policy_only=True)
 def gspo_loss(
     logprobs_B_T: Tensor,
     old_logprobs_B_T: Tensor,
@@ -113,6 +115,8 @@ def gspo_loss(
     clip_high: float,
     dual_clip: float,
     mask_B_T: Tensor | None = None,
+    sequence_clip_low: float = 3e-4,
+    sequence_clip_high: float = 4e-4,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GSPO: the clipped surrogate on the sequence-level ratio s_i = exp(mean_t log ρ_{i,t}) over `mask_B_T`.
 
@@ -120,60 +124,56 @@ def gspo_loss(
     GSPO-token form s_{i,t} = sg(s_i)·π_t / sg(π_t) (value s_i, gradient s_i·∇logπ_t), so the loss stays per
     token; with per-sequence advantages and `loss_agg = seq-mean-token-mean` its gradient is exactly GSPO's
     (1/G)·Σ_i s_i·A_i·(1/|y_i|)·Σ_t ∇logπ_{i,t}, with `token-mean` each sequence weighs by its length.
-    The clip acts on s_i: the paper uses ε of order 3e-4 / 4e-4, so set `trainer.clip_low` / `clip_high`
-    accordingly (the defaults are token-level PPO's). Deviation: no dual clip (`dual_clip` is ignored).
+    The clip acts on s_i with the paper's ranges `sequence_clip_low` / `sequence_clip_high` (3e-4 / 4e-4,
+    `trainer.sequence_clip_*`); the token-level `clip_low` / `clip_high` and `dual_clip` are not used.
     """
     if mask_B_T is None:
         mask_B_T = torch.ones_like(logprobs_B_T, dtype=torch.bool)
     mask_B_T = mask_B_T.bool()
     log_ratio_B_T = torch.where(mask_B_T, logprobs_B_T - old_logprobs_B_T, 0.0)
     seq_log_ratio_B = log_ratio_B_T.sum(-1) / mask_B_T.sum(-1).clamp(min=1)
-    seq_log_ratio_B = seq_log_ratio_B.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+    seq_log_ratio_B = seq_log_ratio_B.clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
     token_log_ratio_B_T = seq_log_ratio_B.detach()[:, None] + logprobs_B_T - logprobs_B_T.detach()
-    return clipped_surrogate(torch.exp(token_log_ratio_B_T), advantages_B_T, clip_low, 1.0 + clip_high, 0.0)
+    ratio_B_T = torch.exp(token_log_ratio_B_T)
+    return clipped_surrogate(ratio_B_T, advantages_B_T, sequence_clip_low, 1.0 + sequence_clip_high, 0.0)
 
 
-def clipped_surrogate(
-    ratio_B_T: Tensor, advantages_B_T: Tensor, clip_low: float, upper: float | Tensor, dual_clip: float
+@register_loss("cispo", off_policy_only=True)
+def cispo_loss(
+    logprobs_B_T: Tensor,
+    old_logprobs_B_T: Tensor,
+    advantages_B_T: Tensor,
+    *,
+    clip_low: float,
+    clip_high: float,
+    dual_clip: float,
+    mask_B_T: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """max(−A·ρ, −A·clip(ρ, 1 − ε_low, upper)), then the dual clip min(·, −A·c) for A < 0, with stats.
+    """CISPO: REINFORCE on every token, weighted by the clipped, detached IS weight sg(clip(ρ, 1 − ε_low, 1 + ε_high)).
 
-    `upper` may be a tensor (AEPO's gradient-carrying bound); the clamp is a `where`, so a clamped token's
-    gradient is the bound's.
+    MiniMax 2025, "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention" (arXiv 2506.13585):
+    J = Σ_i Σ_t sg(r̂_{i,t})·A_{i,t}·log π_θ(o_{i,t}) / Σ_i |o_i|. Unlike PPO's clip, no token loses its gradient;
+    a token with ρ > 1 + ε_high keeps gradient −(1 + ε_high)·A·∇logπ. Deviations: the per-token value is
+    −sg(r̂)·A·π_θ/sg(π_θ) (value −r̂·A, the same gradient as the paper's −sg(r̂)·A·log π_θ) so the logged loss reads
+    like the other losses'; the lower bound is `clip_low` (the paper sets no lower bound: `trainer.clip_low=1`
+    matches it); `dual_clip` is not used. `clip_frac_low` / `clip_frac_high` mark where the weight was capped (the
+    gradient is kept). The paper aggregates over all tokens: `loss_agg = token-mean`.
     """
-    lower = 1.0 - clip_low
-    upper_value = upper.detach() if isinstance(upper, Tensor) else upper
-    clamped_B_T = torch.where(ratio_B_T > upper_value, upper, ratio_B_T)
-    clamped_B_T = torch.where(ratio_B_T < lower, torch.full_like(ratio_B_T, lower), clamped_B_T)
-    pg1_B_T = -advantages_B_T * ratio_B_T
-    pg2_B_T = -advantages_B_T * clamped_B_T
-    loss_B_T = torch.maximum(pg1_B_T, pg2_B_T)
-    clipped_B_T = pg2_B_T > pg1_B_T
-    dual_B_T = torch.zeros_like(clipped_B_T)
-    if dual_clip > 0:
-        pg3_B_T = -advantages_B_T * dual_clip
-        dual_B_T = (advantages_B_T < 0) & (pg3_B_T < loss_B_T)
-        loss_B_T = torch.where(dual_B_T, pg3_B_T, loss_B_T)
-    ratio_B_T = ratio_B_T.detach()
+    ratio_B_T = importance_ratio(logprobs_B_T, old_logprobs_B_T).detach()
+    weight_B_T = ratio_B_T.clamp(min=1.0 - clip_low, max=1.0 + clip_high)
+    loss_B_T = -advantages_B_T * weight_B_T * torch.exp(logprobs_B_T - logprobs_B_T.detach())
+    zeros_B_T = torch.zeros_like(loss_B_T)
     stats = {
-        "clip_frac_low": (clipped_B_T & (ratio_B_T < 1.0)).to(loss_B_T.dtype),
-        "clip_frac_high": (clipped_B_T & (ratio_B_T > 1.0)).to(loss_B_T.dtype),
-        "clip_frac_dual": dual_B_T.to(loss_B_T.dtype),
+        "clip_frac_low": (ratio_B_T < 1.0 - clip_low).to(loss_B_T.dtype),
+        "clip_frac_high": (ratio_B_T > 1.0 + clip_high).to(loss_B_T.dtype),
+        "clip_frac_dual": zeros_B_T,
         "ratio": ratio_B_T,
     }
     return loss_B_T, stats
 
 
-def truncated_importance_weights(old_logprobs_B_T: Tensor, sampler_logprobs_B_T: Tensor, cap: float) -> Tensor:
-    """TIS weights min(π_old / π_sampler, cap) per token, detached.
-
-    Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (truncated
-    importance sampling): the sampler (vLLM, quantised or stale weights) and the learner disagree on token
-    probabilities; weighting each token's policy loss by this capped ratio corrects the mismatch with bounded
-    variance. The log-ratio is clamped to ±20 before exp.
-    """
-    log_ratio_B_T = (old_logprobs_B_T - sampler_logprobs_B_T).detach().clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
-    return torch.exp(log_ratio_B_T).clamp(max=cap)
+register_loss("clip_cov")(clip_cov_loss)
+register_loss("kl_cov", off_policy_only=True)(kl_cov_loss)
 
 
 def entropy_aware_advantages(
@@ -192,52 +192,6 @@ def entropy_aware_advantages(
     std = (torch.where(mask_B_T, (entropy_B_T - mean).square(), 0.0).sum() / count).sqrt()
     z_B_T = torch.where(mask_B_T, (entropy_B_T - mean) / (std + eps), 0.0)
     return advantages_B_T * (1.0 + alpha * z_B_T)
-
-
-def aggregate(
-    loss_B_T: Tensor,
-    mask_B_T: Tensor,
-    mode: str,
-    *,
-    num_sequences: int,
-    num_tokens: int,
-    max_tokens: int,
-) -> Tensor:
-    """Reduce a per-token quantity over the loss mask to a scalar (verl `agg_loss`).
-
-    `num_sequences`, `num_tokens` (loss tokens) and `max_tokens` are totals over the whole mini-batch, not
-    over `loss_B_T`, so that summing this over the micro-batches of a mini-batch equals the mini-batch value.
-
-    - `token-mean`: Σ L·m / num_tokens — every token weighs the same (DAPO, Yu et al. 2025).
-    - `seq-mean-token-mean`: Σ_i (Σ_t L·m / |o_i|) / num_sequences — GRPO as written (Shao et al. 2024);
-      rows without loss tokens add 0.
-    - `seq-mean-token-sum-norm`: Σ L·m / (num_sequences · max_tokens) — Dr. GRPO's constant normaliser
-      (Liu et al. 2025), which removes the length bias of per-sequence means.
-
-    Masked positions are selected out with `where`, so a non-finite value there cannot leak into the result.
-    """
-    mask_B_T = mask_B_T.bool()
-    masked_B_T = torch.where(mask_B_T, loss_B_T, torch.zeros_like(loss_B_T))
-    if mode == "token-mean":
-        return masked_B_T.sum() / max(num_tokens, 1)
-    if mode == "seq-mean-token-mean":
-        tokens_B = mask_B_T.sum(-1).clamp(min=1).to(loss_B_T.dtype)
-        return (masked_B_T.sum(-1) / tokens_B).sum() / max(num_sequences, 1)
-    if mode == "seq-mean-token-sum-norm":
-        return masked_B_T.sum() / max(num_sequences * max_tokens, 1)
-    raise ConfigError(f"unknown loss aggregation {mode!r}; known: {', '.join(AGGREGATION_MODES)}")
-
-
-def kl_k3(logprobs_B_T: Tensor, ref_logprobs_B_T: Tensor) -> Tensor:
-    """k3 estimator of KL(π ‖ π_ref) per token, for tokens sampled from π: exp(δ) − δ − 1 with δ = ref − logp.
-
-    Schulman 2020, "Approximating KL Divergence" (http://joschu.net/blog/kl-approx.html): unbiased,
-    always ≥ 0, lower variance than −δ. verl calls it `low_var_kl`; like verl, δ is clamped to ±20 and the
-    result to [−10, 10] so one far-off token cannot dominate the penalty (a deviation: the clamp biases huge
-    KLs down).
-    """
-    delta_B_T = (ref_logprobs_B_T - logprobs_B_T).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
-    return (torch.exp(delta_B_T) - delta_B_T - 1.0).clamp(-10.0, 10.0)
 
 
 def entropy_from_logits(logits_B_T_V: Tensor) -> Tensor:

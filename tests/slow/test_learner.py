@@ -147,7 +147,9 @@ def test_masked_tokens_get_zero_gradient(last_token_trained):
 
 @pytest.mark.parametrize("chunk", [0, 3])
 @pytest.mark.parametrize("minibatches", [1, 2])
-@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize(
+    "loss_agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
+)
 def test_gradient_accumulation_is_exact(loss_agg, minibatches, chunk):
     samples = make_samples(8)
     models = []
@@ -162,6 +164,30 @@ def test_gradient_accumulation_is_exact(loss_agg, minibatches, chunk):
         metrics = Learner(model, trainer, pad_token_id=PAD).update(samples)
         models.append(model)
         assert metrics["microbatches"] == (8 if budget == 1 else minibatches)
+    assert_same_params(*models)
+
+
+@pytest.mark.parametrize(
+    ("loss", "tis_mode"),
+    [("aepo", "token"), ("gspo", "sequence"), ("cispo", "token_mask"), ("ppo_clip", "sequence_mask")],
+)
+def test_gradient_accumulation_is_exact_over_epochs_losses_and_importance_weights(loss, tis_mode):
+    # Clip-Cov and KL-Cov are left out: their token selection spans one micro-batch, as in their paper's code.
+    samples = make_samples(8)
+    models = []
+    for budget in (1, 100_000):
+        model = tiny_model()
+        trainer = config(
+            loss=loss,
+            tis_cap=1.5,
+            tis_mode=tis_mode,
+            update_epochs=2,
+            minibatches_per_step=2,
+            max_tokens_per_microbatch=budget,
+        )
+        metrics = Learner(model, trainer, pad_token_id=PAD).update(samples)
+        assert metrics["optimizer_steps"] == 4 and metrics["tis_weight"] > 0
+        models.append(model)
     assert_same_params(*models)
 
 
@@ -198,7 +224,8 @@ def test_lora_trains_only_adapters_and_is_its_own_reference():
     model = get_peft_model(
         tiny_model(dtype=torch.float32), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
     )
-    learner = Learner(model, config(kl_coef=0.1), pad_token_id=PAD)
+    # one optimizer step per batch: the whole first step sees the adapter at its initial zero
+    learner = Learner(model, config(kl_coef=0.1, minibatches_per_step=1), pad_token_id=PAD)
     assert learner.params and all("lora_" in name for name, p in model.named_parameters() if p.requires_grad)
     before = params(model)
     first = learner.update(make_samples())
@@ -215,7 +242,7 @@ def test_lora_trains_only_adapters_and_is_its_own_reference():
 def test_kl_to_reference_model():
     model = tiny_model(dtype=torch.float32)
     ref_model = copy.deepcopy(model).eval()
-    learner = Learner(model, config(kl_coef=0.5), pad_token_id=PAD, ref_model=ref_model)
+    learner = Learner(model, config(kl_coef=0.5, minibatches_per_step=1), pad_token_id=PAD, ref_model=ref_model)
     first = learner.update(make_samples())
     assert first["kl"] == pytest.approx(0.0, abs=1e-7)
     second = learner.update(make_samples())

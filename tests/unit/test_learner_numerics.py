@@ -1,5 +1,6 @@
-"""The learner's numerics: fp32 master weights under bf16 autocast, chunked log-probs inside `Learner.update`, and the
-learning-rate schedule with its checkpointed state."""
+"""The learner's numerics: fp32 master weights under bf16 autocast, chunked log-probs inside `Learner.update`, the
+learning-rate schedule with its checkpointed state, and the ratio the named losses act through (mini-batches, update
+epochs, Dr. GRPO's constant)."""
 
 import copy
 import dataclasses
@@ -137,7 +138,9 @@ def test_learner_follows_the_schedule_in_optimizer_steps_and_logs_it():
 
 
 def test_schedule_state_round_trips_and_an_old_checkpoint_still_loads():
-    config = TrainerConfig(lr=1e-3, steps=4, lr_schedule="cosine", warmup_steps=1, min_lr_ratio=0.2)
+    config = TrainerConfig(
+        lr=1e-3, steps=4, lr_schedule="cosine", warmup_steps=1, min_lr_ratio=0.2, minibatches_per_step=1
+    )
     first = Learner(small_model(), config, pad_token_id=0)
     for seed in range(2):
         first.update(make_samples(seed=seed))
@@ -158,3 +161,82 @@ def test_schedule_state_round_trips_and_an_old_checkpoint_still_loads():
 def test_unknown_schedule_is_a_config_error():
     with pytest.raises(ConfigError, match="lr_schedule"):
         Learner(small_model(), TrainerConfig(lr_schedule="linear"), pad_token_id=0)
+
+
+# --- the ratio the named losses act through --------------------------------------------------------------------
+
+
+def repeated_samples(n: int = 8) -> list[TrainSample]:
+    """One trajectory sampled n times with A = +1: each optimizer step raises its tokens' probability, so the next
+    mini-batch sees ρ > 1 on the very same tokens."""
+    return [make_samples(1)[0]] * n
+
+
+def max_param_difference(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    pairs = zip(a.parameters(), b.parameters(), strict=True)
+    return max(float((pa.detach() - pb.detach()).abs().max()) for pa, pb in pairs)
+
+
+def test_ppo_clip_aepo_and_gspo_give_different_parameters_after_one_default_step():
+    models, metrics = {}, {}
+    for loss in ("ppo_clip", "aepo", "gspo"):
+        models[loss] = small_model()
+        metrics[loss] = Learner(models[loss], TrainerConfig(loss=loss), pad_token_id=0).update(repeated_samples())
+        assert metrics[loss]["optimizer_steps"] == TrainerConfig().minibatches_per_step > 1
+    # the upper clip binds: PPO drops those tokens' gradient, AEPO keeps (1 + ε_high)·A, GSPO clips whole sequences
+    assert metrics["ppo_clip"]["clip_frac_high"] > 0 and metrics["gspo"]["clip_frac_high"] > 0
+    for a, b in (("ppo_clip", "aepo"), ("ppo_clip", "gspo"), ("aepo", "gspo")):
+        assert max_param_difference(models[a], models[b]) > 1e-5, (a, b)
+
+
+def test_one_optimizer_step_per_batch_has_ratio_one_and_refuses_the_losses_that_need_more():
+    metrics = Learner(small_model(), TrainerConfig(minibatches_per_step=1), pad_token_id=0).update(repeated_samples())
+    assert metrics["optimizer_steps"] == 1
+    assert metrics["clip_frac_high"] == metrics["clip_frac_low"] == 0.0  # ppo_clip is the plain policy gradient
+    for loss in ("aepo", "gspo", "cispo", "kl_cov"):
+        with pytest.raises(ConfigError, match="trainer.minibatches_per_step"):
+            Learner(small_model(), TrainerConfig(loss=loss, minibatches_per_step=1), pad_token_id=0)
+
+
+def test_update_epochs_reuse_the_batch_with_the_pre_update_policy_as_old():
+    config = TrainerConfig(minibatches_per_step=1, update_epochs=3, loss="gspo", lr=1e-3, steps=2)
+    learner = Learner(small_model(), config, pad_token_id=0)
+    assert learner.total_optimizer_steps == 6
+    metrics = learner.update(repeated_samples(2))
+    assert metrics["optimizer_steps"] == 3 and learner.optimizer_steps == 3
+    # epoch 1 is on-policy; epochs 2 and 3 see the moved policy, and GSPO's 4e-4 clip cuts every sequence there
+    assert metrics["clip_frac_high"] == pytest.approx(2 / 3)
+
+
+def test_minibatch_order_is_a_permutation_seeded_by_step_and_epoch():
+    learner = Learner(small_model(), TrainerConfig(), pad_token_id=0)
+    first = learner._shuffled(32, 0)
+    assert sorted(first) == list(range(32)) and first != list(range(32))
+    assert learner._shuffled(32, 0) == first and learner._shuffled(32, 1) != first
+    learner.step = 1
+    assert learner._shuffled(32, 0) != first
+    single = Learner(small_model(), TrainerConfig(minibatches_per_step=1), pad_token_id=0)
+    assert single._shuffled(32, 0) == list(range(32))
+
+
+def test_dr_grpo_constant_is_the_episode_budget_and_ignores_prompt_and_tool_tokens():
+    samples = make_samples(4)
+    # the same trajectories behind a 40-token masked prefix: longer sequences, the same policy tokens
+    prefixed = [
+        TrainSample(
+            token_ids=(1,) * 40 + s.token_ids,
+            loss_mask=(False,) * 40 + s.loss_mask,
+            advantages=(0.0,) * 40 + s.advantages,
+            sampler_logprobs=(0.0,) * 40 + s.sampler_logprobs,
+        )
+        for s in samples
+    ]
+    # at ρ = 1 the policy loss is −Σ_i Σ_t A_it / (sequences · MAX_TOKENS)
+    expected = -sum(a for s in samples for a, m in zip(s.advantages[1:], s.loss_mask[1:], strict=True) if m) / 4
+    config = TrainerConfig(minibatches_per_step=1, loss_agg="seq-mean-token-sum-norm")
+    for batch in (samples, prefixed):
+        metrics = Learner(small_model(), config, pad_token_id=0, episode_token_budget=300).update(batch)
+        assert metrics["pg_loss"] == pytest.approx(expected / 300, rel=1e-5)
+    override = dataclasses.replace(config, loss_agg_norm_tokens=50)
+    metrics = Learner(small_model(), override, pad_token_id=0, episode_token_budget=300).update(samples)
+    assert metrics["pg_loss"] == pytest.approx(expected / 50, rel=1e-5)

@@ -1,6 +1,6 @@
-"""The loss properties of algorithms.md §8's checklist, asserted with hypothesis: every clip variant, GSPO, TIS
-weights, loss aggregation and AEPO's entropy scores (the advantage and credit properties are in
-`test_credit_properties.py`)."""
+"""The loss properties of algorithms.md §8's checklist, asserted with hypothesis: every clip variant, GSPO, the
+importance weights of every `tis_mode`, loss aggregation and AEPO's entropy scores (the advantage and credit
+properties are in `test_credit_properties.py`)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,24 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentrl.train.aggregation import aggregate
+from agentrl.train.importance import TIS_MODES, importance_weights
 from agentrl.train.losses import (
+    OFF_POLICY_LOSSES,
+    POLICY_LOSSES,
     aepo_loss,
-    aggregate,
     entropy_aware_advantages,
     gspo_loss,
     ppo_clip_loss,
-    truncated_importance_weights,
 )
 
 pytestmark = pytest.mark.unit
 
 FAST = settings(max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
-LOSSES = {"ppo_clip": ppo_clip_loss, "aepo": aepo_loss, "gspo": gspo_loss}
+# ppo_clip and every loss the learner refuses with one optimizer step per batch: at ρ ≡ 1 all of them are the plain
+# policy gradient, which is why that refusal is right.
+RATIO_ONE_LOSSES = sorted(OFF_POLICY_LOSSES | {"ppo_clip"})
 CLIP = {"clip_low": 0.2, "clip_high": 0.28, "dual_clip": 3.0}
 FLOATS = st.floats(-3, 3, allow_nan=False)
 
@@ -41,8 +45,9 @@ def _loss_and_grad(fn, logp, old, adv, **kw):
 def test_ratio_one_makes_every_clip_variant_plain_policy_gradient(rows):
     logp = [[x for x, _ in rows]]
     adv = [[a for _, a in rows]]
-    for name, fn in LOSSES.items():
-        loss, grad = _loss_and_grad(fn, logp, logp, adv, **CLIP)
+    assert {"aepo", "gspo", "cispo", "kl_cov"} <= OFF_POLICY_LOSSES and "clip_cov" not in OFF_POLICY_LOSSES
+    for name in RATIO_ONE_LOSSES:
+        loss, grad = _loss_and_grad(POLICY_LOSSES[name], logp, logp, adv, **CLIP)
         torch.testing.assert_close(loss, -torch.tensor(adv, dtype=torch.float64), msg=name)
         torch.testing.assert_close(grad, -torch.tensor(adv, dtype=torch.float64), msg=name)
 
@@ -80,31 +85,51 @@ def test_dual_clip_bounds_negative_advantage_loss_by_c_abs_a(rows):
 @given(FLOATS, st.floats(-1, 1), st.floats(1e-3, 0.5))
 def test_gspo_with_one_token_equals_ppo(adv, log_ratio, eps):
     kw = {"clip_low": eps, "clip_high": eps, "dual_clip": 0.0}
-    gspo = _loss_and_grad(gspo_loss, [[0.0]], [[-log_ratio]], [[adv]], **kw)
+    sequence_kw = {"clip_low": 0.2, "clip_high": 0.28, "dual_clip": 3.0, "sequence_clip_low": eps}
+    gspo = _loss_and_grad(gspo_loss, [[0.0]], [[-log_ratio]], [[adv]], **sequence_kw, sequence_clip_high=eps)
     ppo = _loss_and_grad(ppo_clip_loss, [[0.0]], [[-log_ratio]], [[adv]], **kw)
     torch.testing.assert_close(gspo, ppo)
 
 
 @FAST
-@given(st.lists(st.tuples(st.floats(-5, 5), st.booleans()), min_size=1, max_size=8), st.floats(1.0, 3.0))
-def test_tis_weights_are_capped_ratios_and_one_when_sampler_agrees(rows, cap):
-    old = torch.tensor([[x for x, _ in rows]])
-    sampler = torch.tensor([[x - (0.5 if shift else 0.0) for x, shift in rows]])
-    weights = truncated_importance_weights(old, sampler, cap)
-    torch.testing.assert_close(weights, torch.exp(old - sampler).clamp(max=cap))
-    assert torch.equal(truncated_importance_weights(old, old, cap), torch.ones_like(old))
+@given(
+    st.lists(st.lists(st.tuples(st.floats(-3, 3), st.booleans()), min_size=1, max_size=6), min_size=1, max_size=4),
+    st.floats(1.0, 3.0),
+    st.sampled_from(TIS_MODES),
+)
+def test_importance_weights_are_bounded_one_when_the_sampler_agrees_and_per_sequence_constant(rows, cap, mode):
+    width = max(len(r) for r in rows)
+    log_ratio = torch.tensor([[x for x, _ in r] + [0.0] * (width - len(r)) for r in rows], dtype=torch.float64)
+    mask = torch.tensor([[m for _, m in r] + [False] * (width - len(r)) for r in rows])
+    sampler = torch.full_like(log_ratio, -2.0)
+    weights, over = importance_weights(mode, sampler + log_ratio, sampler, mask, cap)
+    assert bool(((weights >= 0) & (weights <= cap)).all())
+    assert bool(((over == 0) | (over == 1)).all())
+    if mode.endswith("_mask"):  # dropped exactly where over the cap
+        assert torch.equal(weights[over == 1], torch.zeros_like(weights[over == 1]))
+    else:  # truncated to exactly the cap there
+        torch.testing.assert_close(weights[over == 1], torch.full_like(weights[over == 1], cap))
+    if mode.startswith("sequence"):
+        for b in range(len(rows)):
+            assert len(set(weights[b][mask[b]].tolist())) <= 1
+    agreeing = importance_weights(mode, sampler, sampler, mask, cap)[0]
+    torch.testing.assert_close(agreeing, torch.ones_like(agreeing))
 
 
 MASKED = st.lists(st.tuples(FLOATS, st.booleans()), min_size=1, max_size=6)
 
 
 @FAST
-@given(st.lists(MASKED, min_size=1, max_size=4), st.sampled_from(["token-mean", "seq-mean-token-mean"]), st.data())
+@given(
+    st.lists(MASKED, min_size=1, max_size=4),
+    st.sampled_from(["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]),
+    st.data(),
+)
 def test_aggregation_is_invariant_to_padding_and_packing_and_ignores_masked_tokens(rows, mode, data):
     totals = {
         "num_sequences": sum(1 for r in rows if any(m for _, m in r)),
         "num_tokens": sum(m for r in rows for _, m in r),
-        "max_tokens": max(len(r) for r in rows),
+        "norm_tokens": max(len(r) for r in rows),
     }
 
     def batch(part, width, junk):

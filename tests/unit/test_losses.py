@@ -1,19 +1,21 @@
-"""Policy loss, aggregation, KL and entropy against hand-computed values."""
+"""Policy loss, aggregation, importance weights, KL estimators, KL in the reward and entropy against hand-computed
+values (each loss's and aggregation's own hand-computed check, and the mutation matrix, are in
+`test_loss_mutations.py`)."""
 
 import math
 
 import pytest
 import torch
 
+from agentrl.errors import ConfigError
 from agentrl.registry import resolve
-from agentrl.train.losses import (
-    POLICY_LOSSES,
-    aggregate,
-    entropy_from_logits,
-    kl_k3,
-    ppo_clip_loss,
-    token_logprobs,
-)
+from agentrl.train.aggregation import aggregate
+from agentrl.train.config import TrainerConfig
+from agentrl.train.importance import importance_weights
+from agentrl.train.kl import kl_estimate, kl_k3, kl_penalty_to_go
+from agentrl.train.losses import POLICY_LOSSES, entropy_from_logits, ppo_clip_loss, token_logprobs
+from agentrl.train.objective import Objective
+from agentrl.train.samples import TrainSample, collate
 
 pytestmark = pytest.mark.unit
 
@@ -105,20 +107,21 @@ MASK = torch.tensor([[False, True, True, False], [True, True, True, True]])
     [
         ("token-mean", (2 + 3 + 5 + 6 + 7 + 8) / 6),  # 31 / 6
         ("seq-mean-token-mean", ((2 + 3) / 2 + (5 + 6 + 7 + 8) / 4) / 2),  # (2.5 + 6.5) / 2 = 4.5
+        ("seq-mean-token-sum", 31 / 2),
         ("seq-mean-token-sum-norm", 31 / (2 * 4)),
     ],
 )
 def test_aggregation_modes_by_hand(mode, expected):
-    value = aggregate(LOSS, MASK, mode, num_sequences=2, num_tokens=6, max_tokens=4)
+    value = aggregate(LOSS, MASK, mode, num_sequences=2, num_tokens=6, norm_tokens=4)
     assert value.item() == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
 def test_microbatches_sum_to_the_minibatch_value(mode):
     torch.manual_seed(0)
     loss = torch.randn(6, 9, dtype=torch.float64)
     mask = torch.rand(6, 9) > 0.3
-    totals = {"num_sequences": 6, "num_tokens": int(mask.sum()), "max_tokens": 9}
+    totals = {"num_sequences": 6, "num_tokens": int(mask.sum()), "norm_tokens": 9}
     whole = aggregate(loss, mask, mode, **totals)
     # rows split unevenly, and the second part padded to a different width (padding is masked)
     first = aggregate(loss[:2], mask[:2], mode, **totals)
@@ -130,7 +133,7 @@ def test_microbatches_sum_to_the_minibatch_value(mode):
 
 def test_unknown_aggregation_mode():
     with pytest.raises(ValueError, match="token-mean"):
-        aggregate(LOSS, MASK, "sum", num_sequences=2, num_tokens=6, max_tokens=4)
+        aggregate(LOSS, MASK, "sum", num_sequences=2, num_tokens=6, norm_tokens=4)
 
 
 def test_masked_token_gets_exactly_zero_gradient():
@@ -139,7 +142,7 @@ def test_masked_token_gets_exactly_zero_gradient():
     advantages = t([[1.0, 1e6, -1.0]])
     mask = torch.tensor([[True, False, True]])
     loss, _ = ppo_clip_loss(logprobs, old, advantages, clip_low=0.2, clip_high=0.28, dual_clip=3.0)
-    aggregate(loss, mask, "token-mean", num_sequences=1, num_tokens=2, max_tokens=3).backward()
+    aggregate(loss, mask, "token-mean", num_sequences=1, num_tokens=2, norm_tokens=3).backward()
     assert logprobs.grad[0, 1].item() == 0.0
     assert logprobs.grad[0, 0].item() != 0.0
 
@@ -170,3 +173,139 @@ def test_low_precision_logits_are_upcast():
     assert entropy_from_logits(logits).dtype == torch.float32
     expected = torch.log_softmax(logits.float(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     torch.testing.assert_close(token_logprobs(logits, targets), expected)
+
+
+# --- importance weights against the sampler ---------------------------------------------------------------------
+
+# log π_old − log π_sampler per token; the last column is masked (a tool token) and must not count.
+TIS_LOG_RATIOS = [[0.5, -0.2, 1.0, 7.0], [0.1, 0.2, -0.1, 5.0]]
+TIS_MASK = torch.tensor([[True, True, True, False], [True, True, True, False]])
+E = math.exp
+
+
+@pytest.mark.parametrize(
+    ("mode", "weights", "over_cap"),
+    [
+        # per token, cap 2: e^0.5 = 1.6487, e^−0.2 = 0.8187, e^1 = 2.718 → 2 (truncated)
+        ("token", [[E(0.5), E(-0.2), 2.0], [E(0.1), E(0.2), E(-0.1)]], [[0, 0, 1], [0, 0, 0]]),
+        # … or dropped
+        ("token_mask", [[E(0.5), E(-0.2), 0.0], [E(0.1), E(0.2), E(-0.1)]], [[0, 0, 1], [0, 0, 0]]),
+        # per sequence: row 0 Σ log ρ = 1.3 → e^1.3 = 3.67 > 2; row 1 Σ = 0.2 → e^0.2 = 1.2214
+        ("sequence", [[2.0] * 3, [E(0.2)] * 3], [[1, 1, 1], [0, 0, 0]]),
+        ("sequence_mask", [[0.0] * 3, [E(0.2)] * 3], [[1, 1, 1], [0, 0, 0]]),
+    ],
+)
+def test_importance_weights_by_hand(mode, weights, over_cap):
+    sampler = torch.full((2, 4), -1.0, dtype=torch.float64)
+    old = sampler + t(TIS_LOG_RATIOS)
+    got, over = importance_weights(mode, old.requires_grad_(), sampler, TIS_MASK, 2.0)
+    assert not got.requires_grad
+    torch.testing.assert_close(got[TIS_MASK], t(weights).flatten())
+    torch.testing.assert_close(over[TIS_MASK], t(over_cap).flatten())
+
+
+def test_unknown_tis_mode():
+    with pytest.raises(ConfigError, match="tis_mode"):
+        importance_weights("seq", t([[0.0]]), t([[0.0]]), torch.tensor([[True]]), 2.0)
+
+
+# --- KL estimators and the KL penalty in the reward ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("estimator", "value", "grad"),
+    [
+        # log π = −1, log π_ref = −0.5: δ = ref − logp = 0.5
+        ("k1", -0.5, 1.0),  # −δ; d/dlogπ = 1
+        ("k2", 0.125, -0.5),  # δ²/2; d/dlogπ = −δ
+        ("k3", math.exp(0.5) - 1.5, 1.0 - math.exp(0.5)),  # e^δ − δ − 1; d/dlogπ = 1 − e^δ
+    ],
+)
+def test_kl_estimators_by_hand(estimator, value, grad):
+    logprobs = t([-1.0]).requires_grad_()
+    kl = kl_estimate(estimator, logprobs, t([-0.5]))
+    kl.sum().backward()
+    assert kl.item() == pytest.approx(value) and logprobs.grad.item() == pytest.approx(grad)
+    with pytest.raises(ConfigError, match="kl_estimator"):
+        kl_estimate("k4", logprobs, t([-0.5]))
+
+
+def test_kl_penalty_to_go_sums_later_policy_tokens_only():
+    kl = t([[0.1, 0.2, 0.3, 0.4]])
+    mask = torch.tensor([[True, False, True, True]])
+    # 0.1 + 0.3 + 0.4, then 0.3 + 0.4 (the masked 0.2 adds nothing), 0.3 + 0.4, 0.4
+    torch.testing.assert_close(kl_penalty_to_go(kl, mask), t([[0.8, 0.7, 0.7, 0.4]]))
+
+
+def _objective_batch():
+    # Token 0 is the prompt; tokens 1, 3, 4 are sampled, token 2 is tool output: after the shift the loss mask is
+    # [T, F, T, T] and every sampled token has A = 1.
+    mask = (False, True, False, True, True)
+    sample = TrainSample(
+        token_ids=(1, 2, 3, 4, 5),
+        loss_mask=mask,
+        advantages=tuple(1.0 if m else 0.0 for m in mask),
+        sampler_logprobs=(0.0, -1.0, 0.0, -1.0, -1.0),
+    )
+    return collate([sample], 0, torch.device("cpu"))
+
+
+RHO = math.exp(0.1)  # log π = −1 against log π_old = −1.1: unclipped
+
+
+def _objective_grad(**overrides):
+    config = TrainerConfig(**{"minibatches_per_step": 1, "kl_coef": 0.1, "kl_estimator": "k1", **overrides})
+    batch = _objective_batch()
+    logprobs = torch.full((1, 4), -1.0, dtype=torch.float64, requires_grad=True)
+    old = torch.full((1, 4), -1.1, dtype=torch.float64)
+    ref = t([[-1.6, -1.0, -0.6, -1.3]])  # k1 at π_old: 0.5, (masked), −0.5, 0.2; at π_θ: 0.6, (masked), −0.4, 0.3
+    sums: dict[str, float] = {}
+    totals = {"num_sequences": 1, "num_tokens": 3}
+    loss, pg_loss = Objective(config, episode_token_budget=64)(batch, logprobs, old, None, ref, totals, sums)
+    loss.backward()
+    return loss.item(), pg_loss.item(), logprobs.grad, sums["kl"]
+
+
+def test_kl_in_reward_shifts_each_advantage_by_the_penalty_to_go_and_leaves_the_loss():
+    # to-go of k1 at π_old over the policy tokens: 0.5 − 0.5 + 0.2 = 0.2, −0.5 + 0.2 = −0.3, 0.2; β = 0.1, so
+    # A' = 1 − 0.02, 1 + 0.03, 1 − 0.02; token-mean over 3 tokens: loss −A'·ρ / 3, d loss / d logπ = −A'·ρ / 3
+    loss, pg_loss, grad, kl_sum = _objective_grad(kl_in_reward=True)
+    torch.testing.assert_close(grad, t([[-0.98 * RHO / 3, 0.0, -1.03 * RHO / 3, -0.98 * RHO / 3]]))
+    assert loss == pg_loss == pytest.approx(-(0.98 + 1.03 + 0.98) * RHO / 3)
+    assert kl_sum == pytest.approx(0.2)
+
+
+def test_kl_as_a_loss_term_adds_its_gradient_instead():
+    # loss = −ρ·mean A + β·mean k1(π_θ); d/dlogπ = −ρ/3 + 0.1/3 on every policy token (k1's gradient is 1)
+    loss, pg_loss, grad, kl_sum = _objective_grad()
+    torch.testing.assert_close(grad, t([[(-RHO + 0.1) / 3, 0.0, (-RHO + 0.1) / 3, (-RHO + 0.1) / 3]]))
+    assert pg_loss == pytest.approx(-RHO) and kl_sum == pytest.approx(0.5)
+    assert loss == pytest.approx(pg_loss + 0.1 * 0.5 / 3)
+    _, _, grad, _ = _objective_grad(kl_estimator="k2")  # k2's gradient is logπ − logπ_ref = 0.6, −0.4, 0.3
+    torch.testing.assert_close(grad, t([[(-RHO + 0.06) / 3, 0.0, (-RHO - 0.04) / 3, (-RHO + 0.03) / 3]]))
+
+
+@pytest.mark.parametrize(("norm_tokens", "budget", "divisor"), [(0, 64, 64), (0, 1000, 1000), (10, 64, 10)])
+def test_dr_grpo_divides_by_the_constant_not_by_the_batch(norm_tokens, budget, divisor):
+    config = TrainerConfig(minibatches_per_step=1, loss_agg="seq-mean-token-sum-norm", loss_agg_norm_tokens=norm_tokens)
+    logprobs = torch.full((1, 4), -1.0, dtype=torch.float64)
+    totals = {"num_sequences": 1, "num_tokens": 3}
+    _, pg_loss = Objective(config, episode_token_budget=budget)(
+        _objective_batch(), logprobs, logprobs, None, None, totals, {}
+    )
+    assert pg_loss.item() == pytest.approx(-3.0 / divisor)  # three policy tokens with A = 1, one sequence
+
+
+def test_objective_refuses_settings_it_cannot_honour():
+    for overrides, key in [
+        ({"loss": "gspo", "minibatches_per_step": 1}, "trainer.minibatches_per_step"),
+        ({"loss": "cispo", "minibatches_per_step": 1}, "trainer.update_epochs"),
+        ({"tis_mode": "tokens"}, "tis_mode"),
+        ({"loss_agg": "sum"}, "loss_agg"),
+        ({"kl_in_reward": True}, "kl_coef"),
+        ({"cov_token_fraction": 0.0}, "cov_token_fraction"),
+    ]:
+        with pytest.raises(ConfigError, match=key):
+            Objective(TrainerConfig(**overrides), episode_token_budget=64)
+    Objective(TrainerConfig(loss="ppo_clip", minibatches_per_step=1), episode_token_budget=64)  # plain PG: allowed
+    Objective(TrainerConfig(loss="gspo", minibatches_per_step=1, update_epochs=2), episode_token_budget=64)
