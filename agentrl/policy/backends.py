@@ -80,7 +80,7 @@ def _sampler(config: PolicyConfig, model: Any, tokenizer: Any, settings: ChatSet
     if config.backend == "openai":
         from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
-        if not config.base_url:
-            raise ConfigError("policy.backend=openai needs policy.base_url")
+        if not config.base_urls:
+            raise ConfigError("policy.backend=openai needs policy.base_url (one URL, or several comma-separated)")
         return OpenAICompletionsPolicy.from_config(config, tokenizer, source_model=model)
     raise ConfigError(f"unknown policy backend {config.backend!r}")

@@ -12,6 +12,10 @@ Weights: built for training (`from_config` with the learner's `source_model`), t
 take the learner's weights and pushes them once, so the server starts from exactly the learner's weights;
 `sync_weights()` pushes them after every step and `refresh_weights()` pushes them without counting a step (after
 `--resume`). How, and what happens when the server cannot take weights: `weight_sync.py`.
+
+Several servers (`base_url` a sequence, or comma-separated): a `ServerPool` (`server_pool.py`) picks the server of each
+request (a trajectory's requests stick to one server, new trajectories go to the least-loaded), every server gets each
+weight update, and `server_stats` counts what the pool did (`rollout/server_*`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from agentrl.errors import SamplerError
+from agentrl.policy.server_pool import Server, ServerPool, server_urls
 from agentrl.protocols import SamplingParams
 from agentrl.types import Completion
 
@@ -33,7 +37,7 @@ class OpenAICompletionsPolicy:
         self,
         tokenizer: Any,
         *,
-        base_url: str,
+        base_url: str | Sequence[str],
         model: str,
         api_key: str | None = None,
         top_logprobs: int = 5,
@@ -53,18 +57,19 @@ class OpenAICompletionsPolicy:
         self.model = model
         self.top_logprobs = top_logprobs
         self.retokenized_completions = 0
-        self.client = AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-            timeout=timeout_s,
-            max_retries=max_retries,
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.pool = ServerPool(
+            server_urls(base_url),
+            lambda url: AsyncOpenAI(base_url=url, api_key=key, timeout=timeout_s, max_retries=max_retries),
+            name=model,
         )
+        self.server_stats = self.pool.stats
         self._eos_text = tokenizer.eos_token
 
     @classmethod
     def from_config(cls, config: Any, tokenizer: Any, *, source_model: Any | None = None) -> OpenAICompletionsPolicy:
-        """The client a `PolicyConfig` describes (`backend=openai`), training `source_model`: checks that the server
-        takes weights (a `ConfigError` saying what to do when it cannot, unless `policy.off_policy=true`) and pushes
+        """The client a `PolicyConfig` describes (`backend=openai`), training `source_model`: checks that every server
+        takes weights (a `ConfigError` saying what to do when one cannot, unless `policy.off_policy=true`) and pushes
         the learner's weights once."""
         from agentrl.policy.weight_sync import connect_weight_sync
 
@@ -81,12 +86,12 @@ class OpenAICompletionsPolicy:
         return policy
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
-        import openai
+        """Sample one turn on the server the pool picks; a failure of the endpoint raises `SamplerError`."""
+        return await self.pool.call(prompt_ids, lambda server: self._sample(server, prompt_ids, params))
 
-        try:
-            response = await self._complete(prompt_ids, params)
-        except openai.OpenAIError as e:  # the endpoint failed the request after the client's own retries
-            raise SamplerError(f"{self.model} at {self.client.base_url}: {type(e).__name__}: {e}") from e
+    async def _sample(self, server: Server, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
+        response = await self._complete(server.client, prompt_ids, params)
+        self.pool.check_version(server, getattr(response, "system_fingerprint", None))
         choice = response.choices[0]
         ids, logprobs, entropies = self._tokens(choice)
         ended_by_eos = bool(ids) and ids[-1] in self.eos_token_ids
@@ -100,8 +105,8 @@ class OpenAICompletionsPolicy:
         text = choice.text.removesuffix(eos_text) if ended_by_eos else choice.text
         return Completion(tuple(ids), tuple(logprobs), tuple(entropies), text, finish)  # type: ignore[arg-type]
 
-    async def _complete(self, prompt_ids: Sequence[int], params: SamplingParams) -> Any:
-        return await self.client.completions.create(
+    async def _complete(self, client: Any, prompt_ids: Sequence[int], params: SamplingParams) -> Any:
+        return await client.completions.create(
             model=self.model,
             prompt=list(prompt_ids),
             max_tokens=params.max_new_tokens,
@@ -126,7 +131,8 @@ class OpenAICompletionsPolicy:
         )
 
     def sync_weights(self) -> None:
-        """After a learner step: push the learner's weights to the server, then count the new version."""
+        """After a learner step: push the learner's weights to every server, then count the new version (a server
+        failing the update raises an `InfraError` naming it)."""
         self.refresh_weights()
         self.version += 1
 
@@ -136,11 +142,12 @@ class OpenAICompletionsPolicy:
             from agentrl.policy.weight_sync import learner_weights
 
             self.weight_sync.push(learner_weights(self.source_model))
+            self.pool.expect_versions(self.weight_sync.server_versions)
 
     async def aclose(self) -> None:
         if self.weight_sync is not None:
             self.weight_sync.close()
-        await self.client.close()
+        await self.pool.aclose()
 
     def _tokens(self, choice: Any) -> tuple[list[int], list[float], list[float]]:
         lp = choice.logprobs

@@ -7,8 +7,12 @@ version. The weights always travel in the request body, never as a path: that wo
 shares the trainer's filesystem, at the cost of holding one serialized copy of the update in memory on each side.
 Tensors are cast to the server's dtype before they travel.
 
-Every update must move the server's version by exactly one: anything else means another client updates the same
-server, and the run stops rather than sample from weights that are not its own.
+Every update must move the server's version by exactly one: a larger step means another client updates the same
+server, and the run stops rather than sample from weights that are not its own. A version that went back means the
+server restarted (from the weights it was started with): the update just sent, all the learner's changing weights,
+puts it back on the learner's weights, so it is counted in `restarts` and the run goes on.
+
+`push` is `send(encode(tensors))`; a pool of servers encodes once per dtype and sends the same bytes to each.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ class AgentrlWeightClient:
     name = "agentrl"
 
     def __init__(self, root_url: str, token: str | None):
-        self.url = root_url.rstrip("/") + WEIGHTS_ROUTE
+        self.root_url = root_url.rstrip("/")
+        self.url = self.root_url + WEIGHTS_ROUTE
         self.token = token
         self.version: int | None = None  # the server's weight version after our last update or check
         self.dtype: str | None = None
         self.pushed_bytes = 0
+        self.restarts = 0
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -82,7 +88,10 @@ class AgentrlWeightClient:
 
     def push(self, tensors: dict[str, Any]) -> int:
         """Send `tensors` as one update; return the server's new version."""
-        import httpx
+        return self.send(self.encode(tensors))
+
+    def encode(self, tensors: dict[str, Any]) -> bytes:
+        """`tensors` cast to the server's dtype, as the bytes of one safetensors file."""
         import torch
         from safetensors.torch import save
 
@@ -90,7 +99,12 @@ class AgentrlWeightClient:
         cpu = {
             n: t.detach().to("cpu", dtype if isinstance(dtype, torch.dtype) else t.dtype) for n, t in tensors.items()
         }
-        data = save({n: t.contiguous() for n, t in cpu.items()})
+        return save({n: t.contiguous() for n, t in cpu.items()})
+
+    def send(self, data: bytes) -> int:
+        """Send an encoded update; return the server's new version."""
+        import httpx
+
         headers = {**self._headers(), "Content-Type": "application/octet-stream"}
         try:
             response = httpx.post(self.url, content=data, headers=headers, timeout=PUSH_TIMEOUT_S)
@@ -101,7 +115,9 @@ class AgentrlWeightClient:
                 f"weight update to {self.url} refused: HTTP {response.status_code}: {_message(response)}"
             )
         version = int(response.json()["version"])
-        if self.version is not None and version != self.version + 1:
+        if self.version is not None and version <= self.version:  # a new process: this update re-synced it
+            self.restarts += 1
+        elif self.version is not None and version != self.version + 1:
             raise SamplerError(
                 f"the server at {self.url} went from weight version {self.version} to {version} on one update: another "
                 "client updates it too; give each trainer a server of its own"

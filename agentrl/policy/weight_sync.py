@@ -14,6 +14,12 @@ When the server cannot take weights (an old server, updates off, a wrong token, 
 `DependencyError` for a missing package) whose one line says what to do, unless `policy.off_policy=true`: then one
 warning, and training goes on against the server's fixed weights.
 
+Several servers (`policy.base_url` naming a pool, `server_pool.py`): each is checked as above, in turn, and one that
+cannot take weights refuses the run (or, with `policy.off_policy=true`, leaves the whole pool on its fixed weights:
+a pool half updated would sample from two policies). A `WeightSyncGroup` sends each update to every server at once
+and fails the step with a `SamplerError` (an `InfraError`) naming any server that did not take it: the next collect
+would otherwise sample from a server on older weights, off-policy, with nothing to show it.
+
 `learner_weights(model)` is what travels: the parameters the learner changes, under the served model's names. A full
 fine-tune sends every trainable parameter. A LoRA model (peft) sends, for each adapted module, its merged weight
 W + (α/r)·BA, computed aside (merging into the learner's own weights and unmerging again would drift them by rounding
@@ -26,9 +32,10 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agentrl.errors import ConfigError, DependencyError
+from agentrl.errors import ConfigError, DependencyError, SamplerError
 
 MODES = ("auto", "agentrl", "trl", "none")
 OFF_POLICY_HINT = "or set policy.off_policy=true to train against the server's fixed weights (off-policy)"
@@ -43,8 +50,8 @@ def weights_token(config: Any) -> str | None:
     return config.weight_sync_token or os.environ.get("AGENTRL_WEIGHTS_TOKEN") or None
 
 
-def connect_weight_sync(config: Any, source_model: Any) -> Any | None:
-    """The client that pushes `source_model`'s weights to `config.base_url`, checked; None when training goes on
+def connect_weight_sync(config: Any, source_model: Any) -> WeightSyncGroup | None:
+    """What pushes `source_model`'s weights to every server of `config.base_url`, checked; None when training goes on
     off-policy (`policy.off_policy=true`, warned once)."""
     if config.weight_sync not in MODES:
         raise ConfigError(f"policy.weight_sync={config.weight_sync!r}: choose one of {', '.join(MODES)}")
@@ -62,22 +69,82 @@ def connect_weight_sync(config: Any, source_model: Any) -> Any | None:
         return None
 
 
-def _connect(config: Any, source_model: Any) -> Any:
-    from agentrl.policy.trl_weight_client import TrlWeightClient
-    from agentrl.policy.weight_client import AgentrlWeightClient
-
+def _connect(config: Any, source_model: Any) -> WeightSyncGroup:
     if config.weight_sync == "none":
         raise ConfigError("policy.weight_sync=none leaves the server's weights fixed: use policy.weight_sync=auto")
     if source_model is None:
         raise ConfigError("the openai policy was built without the learner's model, so it has no weights to send")
-    root, token = server_root(config.base_url), weights_token(config)
-    mode = detect(root, token) if config.weight_sync == "auto" else config.weight_sync
-    if mode == "agentrl":
-        client: Any = AgentrlWeightClient(root, token)
-    else:
-        client = TrlWeightClient(root, next(source_model.parameters()).device)
-    client.connect()
-    return client
+    from agentrl.policy.server_pool import server_urls
+
+    token, device = weights_token(config), next(source_model.parameters()).device
+    clients = [_client(config.weight_sync, server_root(url), token, device) for url in server_urls(config.base_url)]
+    for client in clients:
+        client.connect()
+    return WeightSyncGroup(clients)
+
+
+def _client(mode: str, root: str, token: str | None, device: Any) -> Any:
+    from agentrl.policy.trl_weight_client import TrlWeightClient
+    from agentrl.policy.weight_client import AgentrlWeightClient
+
+    mode = detect(root, token) if mode == "auto" else mode
+    return AgentrlWeightClient(root, token) if mode == "agentrl" else TrlWeightClient(root, device)
+
+
+class WeightSyncGroup:
+    """The weight clients of every server of the pool (one, for a single server), pushed together."""
+
+    def __init__(self, clients: list[Any]):
+        self.clients = clients
+        self.name = "+".join(dict.fromkeys(c.name for c in clients))
+
+    @property
+    def version(self) -> int | None:
+        """The weight version every server holds, when they agree (None when they do not)."""
+        versions = {c.version for c in self.clients}
+        return versions.pop() if len(versions) == 1 else None
+
+    @property
+    def server_versions(self) -> list[int | None]:
+        """Per server, the version it reports itself (`agentrl serve`); None where only this side counts (TRL)."""
+        return [c.version if c.name == "agentrl" else None for c in self.clients]
+
+    def push(self, tensors: dict[str, Any]) -> None:
+        """Send one update to every server at once: the HTTP ones each in a thread of their own, with bytes encoded
+        once per dtype; the NCCL ones (TRL) one after another, in one more thread, since collectives started from
+        several threads on one device can deadlock. Raises `SamplerError` naming every server that failed."""
+        http = [c for c in self.clients if hasattr(c, "send")]
+        nccl = [c for c in self.clients if not hasattr(c, "send")]
+        encoded: dict[Any, bytes] = {}
+        for client in http:
+            if client.dtype not in encoded:
+                encoded[client.dtype] = client.encode(tensors)
+
+        def push_each(batch: list[Any]) -> list[tuple[Any, BaseException | None]]:
+            results: list[tuple[Any, BaseException | None]] = []
+            for client in batch:
+                try:
+                    client.send(encoded[client.dtype]) if client in http else client.push(tensors)
+                    results.append((client, None))
+                except Exception as e:  # each server's failure is reported, whatever it was
+                    results.append((client, e))
+            return results
+
+        batches = [[c] for c in http] + ([nccl] if nccl else [])
+        with ThreadPoolExecutor(len(batches), thread_name_prefix="agentrl-weights") as pool:
+            results = [r for batch in pool.map(push_each, batches) for r in batch]
+        failed = [(c, e) for c, e in results if e is not None]
+        if failed:
+            names = ", ".join(c.root_url for c, _ in failed)
+            raise SamplerError(
+                f"weight update failed on {len(failed)} of {len(self.clients)} servers ({names}): {failed[0][1]}; the "
+                "next collect would sample from older weights there, so the run stops: restart that server and resume "
+                "with `agentrl train --resume RUN_DIR`, or drop it from policy.base_url"
+            ) from failed[0][1]
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
 
 
 def detect(root: str, token: str | None) -> str:
