@@ -13,7 +13,10 @@ trajectory and returns one value (or None) per turn, so it can batch work over t
 probe does). The stack sums trajectory-level rewards with their weights into `Trajectory.reward` and turn-level
 ones into `Turn.reward`; every component is kept in `reward_components`, and weight 0 keeps a reward as a
 metric only. Trajectories that failed for infrastructure reasons are never scored: their reward stays `None` so
-they cannot pass for zero-reward samples.
+they cannot pass for zero-reward samples. No score is not a score of 0: when every trajectory-level reward with a
+nonzero weight abstains, `Trajectory.reward` stays `None` too, so credit assignment leaves the trajectory out of
+every group statistic and of the loss, as it does infrastructure failures, and `component_metrics` counts it
+(`reward/abstained`). A turn whose turn-level rewards all abstain keeps `Turn.reward = None` in the same way.
 
 `RewardStack.score_batch` scores a whole step's trajectories one component at a time (each component over all
 trajectories concurrently), so each component's cost is its own: the trainer logs `reward_cost/<name>/seconds`,
@@ -109,6 +112,12 @@ class RewardStack:
     def names(self) -> list[str]:
         return [r.name for r, _ in self.components]
 
+    @property
+    def scores_outcomes(self) -> bool:
+        """Whether any trajectory-level reward is trained on (weight ≠ 0). Only then can a trajectory abstain: a
+        stack of turn-level rewards alone gives every trajectory the outcome 0.0."""
+        return any(r.level == "trajectory" and w != 0 for r, w in self.components)
+
     async def score(self, task: Task, trajectory: Trajectory, *, policy: Any = None) -> Trajectory:
         """Score one trajectory (and its turns); `policy` feeds rewards that probe the model."""
         scored, _ = await self.score_batch([(task, trajectory)], policy=policy)
@@ -128,7 +137,7 @@ class RewardStack:
         available = [_inputs(task, t, policy) for task, t in items]
         live = [i for i, (_, t) in enumerate(items) if not t.is_infra_failure]
         components: list[dict[str, float]] = [{} for _ in items]
-        totals = [0.0] * len(items)
+        totals: list[float | None] = [None if self.scores_outcomes else 0.0] * len(items)
         per_turn: list[list[dict[str, tuple]]] = [[{} for _ in t.turns] for _, t in items]
         costs: dict[str, float] = {}
         for r, w in self.components:
@@ -142,7 +151,8 @@ class RewardStack:
                 if r.level == "trajectory":
                     if value is not None:
                         components[i][r.name] = value
-                        totals[i] += w * value
+                        if w != 0:  # a metric-only score does not make the trajectory scored
+                            totals[i] = (totals[i] or 0.0) + w * value
                     continue
                 for k, v in enumerate(value):
                     if v is not None:
@@ -237,18 +247,19 @@ GroupFilter = Callable[[list[TrajectoryGroup]], list[TrajectoryGroup]]
 
 def component_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     """Mean of every reward component over the trajectories (turns) that did not abstain, and how often each
-    was scored: `reward/<name>`, `reward/<name>/scored`; turn components as `reward/turn/<name>`; and the mean of
-    every scaffold measurement as `measure/<name>`."""
+    was scored: `reward/<name>`, `reward/<name>/scored`; turn components as `reward/turn/<name>`; the number of
+    scored trajectories whose weighted rewards all abstained, left out of credit (`reward/abstained`); and the mean
+    of every scaffold measurement as `measure/<name>`."""
     values: dict[str, list[float]] = {}
     trajectories = [t for g in groups for t in g.valid]
     turns = [turn for t in trajectories for turn in t.turns]
+    out = {"reward/abstained": float(sum(t.reward is None for t in trajectories))}
     for t in trajectories:
         for name, v in t.reward_components.items():
             values.setdefault(f"reward/{name}", []).append(v)
     for turn in turns:
         for name, v in turn.reward_components.items():
             values.setdefault(f"reward/turn/{name}", []).append(v)
-    out = {}
     for key, vs in values.items():
         out[key] = sum(vs) / len(vs)
         out[f"{key}/scored"] = len(vs) / max(len(turns) if key.startswith("reward/turn/") else len(trajectories), 1)

@@ -33,10 +33,17 @@ def outcome_of(trajectory: Trajectory, component: str | None) -> float:
     return trajectory.reward or 0.0
 
 
+def _scored(group: TrajectoryGroup) -> tuple[Trajectory, ...]:
+    """The group's trajectories that have a reward: neither infrastructure failures nor abstained."""
+    return tuple(t for t in group.valid if t.reward is not None)
+
+
 def _replace_valid(group: TrajectoryGroup, kept: Sequence[Trajectory]) -> TrajectoryGroup:
+    """The group with only `kept` of its scored trajectories; the unscored ones stay (credit leaves them out)."""
     ids = {t.trajectory_id for t in kept}
     return TrajectoryGroup(
-        group.task, tuple(t for t in group.trajectories if t.is_infra_failure or t.trajectory_id in ids)
+        group.task,
+        tuple(t for t in group.trajectories if t.is_infra_failure or t.reward is None or t.trajectory_id in ids),
     )
 
 
@@ -99,12 +106,12 @@ class ProfFilter:
         return [turn.reward_components[self.process] for turn in t.turns if self.process in turn.reward_components]
 
     def __call__(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
-        steps = [p for g in groups for t in g.valid for p in self.step_scores(t)]
+        steps = [p for g in groups for t in _scored(g) for p in self.step_scores(t)]
         p_bar = sum(steps) / len(steps) if steps else 0.0
         rng = random.Random(self.seed)
         out = []
         for g in groups:
-            valid = list(g.valid)
+            valid = list(_scored(g))
             if len(valid) <= self.keep:
                 out.append(g)
                 continue
@@ -166,7 +173,7 @@ class ResampleOnCorrect:
     def __call__(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
         out = []
         for g in groups:
-            valid = list(g.valid)
+            valid = list(_scored(g))
             if len(valid) <= self.target:
                 out.append(g)
                 continue
@@ -180,8 +187,8 @@ class ResampleOnCorrect:
 
 def has_signal(group: TrajectoryGroup, eps: float = 1e-9) -> bool:
     """Whether a group can produce a nonzero advantage: its outcomes differ, or its turn rewards do."""
-    valid = group.valid
-    outcomes = [t.reward or 0.0 for t in valid]
+    valid = _scored(group)
+    outcomes = [t.reward for t in valid]
     if outcomes and max(outcomes) - min(outcomes) > eps:
         return True
     dense = [turn.reward for t in valid for turn in t.turns if turn.reward is not None]

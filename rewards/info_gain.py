@@ -11,16 +11,34 @@ adds turn t and its observation. One probe per history, all of a trajectory's pr
 (`ContinuationScorer.score_continuations`), batched again across concurrently scored trajectories by the policy.
 The values go into the turn reward slot (`Turn.reward`), where IGPO's turn-level advantages read them.
 
+Every turn followed by an observation gets a gain: a tool round, and a malformed call answered with its parse
+error (the error is information too, and skipping it would break the sum). So gains of consecutive turns
+telescope: Σ_t IG_t = v(h_last) − v(h_0) under `prob_diff` (log v under `log_prob_diff`), h_last the history
+before the answer turn. The answer turn (no observation after it) gets none: the outcome reward scores it; a turn
+cut by the turn or token limit has no observation either, and abstains.
+
+The probe's tokens are the lead and the answer as the tokenizer writes them *after the history*: the history's
+tail (its ids after the last special token: the generation prompt) is decoded, tail + lead + answer encoded as
+one text, and the answer's positions are those past tail + lead. So the lead/answer boundary and any merge with
+the tail are those of one text, not of three separate encodings. When the joint encoding does not begin with the
+tail's own ids (a token would straddle the end of the history, which the sampled ids fix), lead + answer are
+encoded together on their own and `ProbeStats.separate_encodings` counts it.
+
 Deviations from the official code: the probe is the answer as the policy would write it right after the
 history (after `lead`, empty by default because the history already ends with the assistant generation
 prompt), not IGPO's `<think>…</think><answer>…</answer>` string, which is specific to its prompt format;
-set `lead` to reproduce it. The answer turn (a turn without tool calls) gets no information gain: the outcome
-reward scores it. A turn without an observation after it (cut by the turn or token limit) abstains.
+set `lead` to reproduce it.
+
+Only a policy that scores continuations (`score_continuations`: the transformers backend) can be probed. With any
+other (vLLM, an OpenAI-compatible endpoint) or none, the reward abstains on every turn, warns once and counts the
+trajectories in `ProbeStats.unscorable` (logged per step as `reward_cost/<name>/unscorable`), so a run that asked
+for information gain cannot lose it silently.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,6 +47,9 @@ from agentrl.reward import Reward
 from agentrl.types import Task, Trajectory
 
 Mode = Literal["prob_diff", "log_prob_diff"]
+
+MAX_TAIL_TOKENS = 32
+"""The most history ids re-tokenised with the answer; the generation prompt after the last special token is a few."""
 
 
 def history_prefixes(trajectory: Trajectory) -> list[list[int]]:
@@ -40,13 +61,15 @@ def history_prefixes(trajectory: Trajectory) -> list[list[int]]:
 
 
 def gained_turns(trajectory: Trajectory) -> list[int]:
-    """Indices of the turns that get an information gain: tool turns followed by an observation."""
-    return [k for k, t in enumerate(trajectory.turns) if t.tool_calls and t.observation_ids]
+    """Indices of the turns that get an information gain: every turn followed by an observation (tool results,
+    or the parse error of a malformed call), so that consecutive gains telescope."""
+    return [k for k, t in enumerate(trajectory.turns) if t.observation_ids]
 
 
-def mean_logprobs(logprobs: Sequence[Sequence[float]], span: slice) -> list[float]:
-    """Mean log-probability of the answer span of each probe (the log of IGPO's geometric-mean probability)."""
-    return [sum(row[span]) / len(row[span]) for row in logprobs]
+def mean_logprobs(logprobs: Sequence[Sequence[float]], starts: Sequence[int]) -> list[float]:
+    """Mean log-probability of each probe's answer span, `row[start:]` (the log of IGPO's geometric-mean
+    probability)."""
+    return [sum(row[start:]) / len(row[start:]) for row, start in zip(logprobs, starts, strict=True)]
 
 
 def information_gains(mean_logp_H: Sequence[float], mode: Mode) -> list[float]:
@@ -64,19 +87,58 @@ def information_gains(mean_logp_H: Sequence[float], mode: Mode) -> list[float]:
     return [b - a for a, b in zip(values[:-1], values[1:], strict=True)]
 
 
+def history_tail(tokenizer: Any, context_ids: Sequence[int]) -> tuple[int, ...]:
+    """The context's ids after its last special token (at most `MAX_TAIL_TOKENS`): the text a probe continues."""
+    special = set(getattr(tokenizer, "all_special_ids", None) or ())
+    start = max(0, len(context_ids) - MAX_TAIL_TOKENS)
+    for i in range(len(context_ids) - 1, start - 1, -1):
+        if context_ids[i] in special:
+            return tuple(context_ids[i + 1 :])
+    return tuple(context_ids[start:])
+
+
+def probe_continuation(tokenizer: Any, tail_ids: Sequence[int], lead: str, answer: str) -> tuple[list[int], int, bool]:
+    """(continuation ids, index of the answer's first token among them, whether tokenised jointly with the tail).
+
+    The continuation is `lead + answer` as one text written after the tail: the joint encoding of tail + lead +
+    answer past the tail's own ids; the answer starts at the first token not wholly inside tail + lead. When the
+    joint encoding does not begin with `tail_ids` (or the tokenizer cannot decode), lead + answer are encoded on
+    their own (still as one text).
+    """
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    decode = getattr(tokenizer, "decode", None)
+    tail = decode(list(tail_ids)) if tail_ids and decode is not None else ""
+    joint = encode(tail + lead + answer)
+    together = joint[: len(tail_ids)] == list(tail_ids) and (decode is not None or not tail_ids)
+    if not together:
+        tail, joint = "", encode(lead + answer)
+    offset = len(tail_ids) if together else 0
+    head = encode(tail + lead) if tail + lead else []
+    shared = next((i for i, (a, b) in enumerate(zip(head, joint, strict=False)) if a != b), min(len(head), len(joint)))
+    return joint[offset:], max(shared - offset, 0), together
+
+
 @dataclass
 class ProbeStats:
-    """What the probe cost; the trainer logs it per step as `reward_cost/<name>/probes`."""
+    """What the probe cost and what it could not do; the trainer logs the per-step increase of each counter as
+    `reward_cost/<name>/<counter>`."""
 
     probes: int = 0
     """Teacher-forced rows (histories) scored; the policy batches them into its own forward passes."""
+    unscorable: int = 0
+    """Trajectories left without gains because the policy cannot score continuations (vLLM, a remote endpoint)."""
+    separate_encodings: int = 0
+    """Probe rows whose answer could not be tokenised together with the history's tail (see the module doc)."""
 
 
 class InfoGain:
     """The IGPO turn reward; `mode` is `prob_diff` (the paper's) or `log_prob_diff` (the newer official script).
 
-    Abstains when the task has no ground-truth answer or the policy cannot score continuations (a remote
-    OpenAI-compatible endpoint, say).
+    Abstains when the task has no ground-truth answer, and when the policy cannot score continuations (a vLLM
+    or remote OpenAI-compatible backend): then it warns once and counts `stats.unscorable`.
     """
 
     def __init__(self, mode: Mode = "prob_diff", *, lead: str = "", name: str | None = None):
@@ -85,6 +147,7 @@ class InfoGain:
         self.lead = lead
         self.name = name or ("info_gain" if mode == "prob_diff" else "info_gain_log")
         self.stats = ProbeStats()
+        self._warned = False
 
     @property
     def probes(self) -> int:
@@ -96,25 +159,48 @@ class InfoGain:
 
     async def turn_values(self, task: Task, trajectory: Trajectory, policy: Any) -> list[float | None] | None:
         turns = gained_turns(trajectory)
-        if task.answer is None or not hasattr(policy, "score_continuations") or not turns:
+        if task.answer is None or not turns:
             return None
-        encode = policy.tokenizer.encode
-        lead_ids = encode(self.lead, add_special_tokens=False) if self.lead else []
-        answer_ids = encode(task.answer, add_special_tokens=False)
-        if not answer_ids:
+        if not hasattr(policy, "score_continuations"):
+            self._unscorable(policy)
             return None
         # probe h_t and h_{t+1} for every gained turn t; shared histories are probed once
         needed = sorted({k for t in turns for k in (t, t + 1)})
         prefixes = history_prefixes(trajectory)
-        logprobs = await policy.score_continuations(
-            [prefixes[k] for k in needed], [lead_ids + answer_ids] * len(needed)
-        )
+        by_tail: dict[tuple[int, ...], tuple[list[int], int, bool]] = {}
+        rows = []
+        for k in needed:
+            tail = history_tail(policy.tokenizer, prefixes[k])
+            if tail not in by_tail:
+                by_tail[tail] = probe_continuation(policy.tokenizer, tail, self.lead, task.answer)
+            rows.append(by_tail[tail])
+        if any(start >= len(ids) for ids, start, _ in rows):  # an answer that encodes to no tokens
+            return None
+        logprobs = await policy.score_continuations([prefixes[k] for k in needed], [ids for ids, _, _ in rows])
         self.stats.probes += len(needed)
-        value = dict(zip(needed, mean_logprobs(logprobs, slice(len(lead_ids), None)), strict=True))
+        self.stats.separate_encodings += sum(not together for _, _, together in rows)
+        value = dict(zip(needed, mean_logprobs(logprobs, [start for _, start, _ in rows]), strict=True))
         out: list[float | None] = [None] * len(trajectory.turns)
         for t in turns:
             out[t] = information_gains([value[t], value[t + 1]], self.mode)[0]
         return out
+
+    def _unscorable(self, policy: Any) -> None:
+        self.stats.unscorable += 1
+        if not self._warned:
+            self._warned = True
+            why = (
+                "no policy was given to probe"
+                if policy is None
+                else f"the policy ({type(policy).__name__}) cannot score continuations (only the transformers "
+                "backend can)"
+            )
+            warnings.warn(
+                f"{self.name}: {why}, so information gain abstains on every turn; counted as "
+                f"reward_cost/{self.name}/unscorable",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 info_gain = InfoGain("prob_diff")

@@ -80,7 +80,8 @@ def run_benchmark(
                             "tasks": done,
                             "seconds": round(seconds, 1),
                             "tasks_per_min": round(60 * done / seconds, 1),
-                            "success": round(sum(r.success for r in outcome.records) / max(done, 1), 3),
+                            "success": outcome.summary["success"],  # over the episodes that ran; None if none did
+                            "infra_errors": outcome.summary["infra_errors"],
                         }
                     )
     finally:
@@ -91,10 +92,13 @@ def run_benchmark(
 
 def format_table(result: dict[str, Any]) -> str:
     lines = [f"agentrl eval against agentrl serve --model {result['model']} ({result['scaffold']} tasks)"]
-    lines.append(f"{'format':<8}{'concurrency':>12}{'tasks':>7}{'seconds':>9}{'tasks/min':>11}{'success':>9}")
+    lines.append(
+        f"{'format':<8}{'concurrency':>12}{'tasks':>7}{'seconds':>9}{'tasks/min':>11}{'success':>9}{'infra':>7}"
+    )
     for r in result["runs"]:
+        success = "-" if r["success"] is None else f"{r['success']:.3f}"
         lines.append(
             f"{r['format']:<8}{r['concurrency']:>12}{r['tasks']:>7}{r['seconds']:>9}"
-            f"{r['tasks_per_min']:>11}{r['success']:>9}"
+            f"{r['tasks_per_min']:>11}{success:>9}{r['infra_errors']:>7}"
         )
     return "\n".join(lines)

@@ -20,10 +20,13 @@ def eval_command(
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL; none = in-process.")] = None,
     api_key: Annotated[str | None, typer.Option(help="API key (default $OPENAI_API_KEY).")] = None,
     samples: Annotated[int, typer.Option(help="Samples per task (pass@k up to this).")] = 1,
-    tasks: Annotated[Path | None, typer.Option(help="Task file (JSONL/Parquet) instead of bundled tasks.")] = None,
+    tasks: Annotated[
+        str | None, typer.Option(help="Tasks (file, directory, dataset id, recording) instead of bundled ones.")
+    ] = None,
     output: Annotated[Path | None, typer.Option(help="Results JSONL (reruns resume from it).")] = None,
 ) -> None:
-    """Evaluate a scaffold against an OpenAI-compatible endpoint or a local checkpoint: pass@k, turns, tokens."""
+    """Evaluate a scaffold against an OpenAI-compatible endpoint or a local checkpoint: pass@k, turns, tokens,
+    infrastructure failures (exit code 1 when every episode was one)."""
     from agentrl.config import EvalRunConfig, load_config
     from agentrl.eval.runner import run_eval
 
@@ -35,3 +38,4 @@ def eval_command(
     outcome = run_eval(load_config(None, extra, cls=EvalRunConfig))
     typer.echo(outcome.text)
     typer.echo("wrote " + ", ".join(str(p) for p in outcome.written))
+    outcome.require_valid()  # every episode an infrastructure failure: exit 1 with the first error, not a score

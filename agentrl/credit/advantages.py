@@ -8,7 +8,8 @@ Every estimator has the same signature and is a pure tensor function:
 trajectory belongs to, as integers 0..K-1 in any order (groups may be interleaved). Group statistics are
 computed with `index_add_`, so there is no Python loop over groups. Estimators are registered by name in
 `ADVANTAGE_ESTIMATORS` (`trainer.advantage = "grpo"`); `agentrl.registry.resolve("advantage", name)` also
-accepts an import path to a user function with the same signature.
+accepts an import path to a user function with the same signature. An estimator may take further keyword
+options that the trajectory credit assigner fills from the config: `r_max` (NGRPO) from `trainer.ngrpo_r_max`.
 
 Shared convention: a group whose rewards are all equal carries no learning signal and gets advantages of
 exactly 0 (not merely ≈ 0 after floating-point mean subtraction), so callers can drop such groups by testing
@@ -132,6 +133,31 @@ def lite_ppo(rewards_B: Tensor, group_index_B: Tensor, *, eps: float = 1e-6) -> 
     return _zero_constant_groups((rewards_B - mean_B) / (batch_std + eps), rewards_B, group_index_B)
 
 
+@register_advantage("reinforce_pp")
+def reinforce_pp(rewards_B: Tensor, group_index_B: Tensor, *, eps: float = 1e-6) -> Tensor:
+    """REINFORCE++ with baseline: A_i = r_i − mean_G r, then normalised over the whole batch,
+    Â_i = (A_i − mean_batch A) / (std_batch A + eps).
+
+    Hu et al. 2025, "REINFORCE++: A Simple and Efficient Approach for Aligning Large Language Models" (arXiv
+    2501.03262; later versions "...with Robustness to Both Prompt and Reward Models"), the `baseline` variant for
+    several samples per prompt: the group mean removes the prompt's difficulty, the global normalisation sets one
+    scale for the batch (unlike GRPO's per-group std, which inflates near-constant groups; unlike Lite PPO, the
+    std is that of the centred values, not of the raw rewards). E.g. groups [1, 0, 0] and [3, 1]: centred
+    [2/3, −1/3, −1/3, 1, −1], batch std √(8/15) → [0.913, −0.456, −0.456, 1.369, −1.369].
+    Deviations: the statistics weigh every trajectory once (the paper normalises the per-token advantages over
+    all response tokens of the batch, so long responses weigh more); std is the population std; the paper's
+    per-token KL penalty in the reward is not part of the estimator (`trainer.kl_in_reward` subtracts it in the
+    learner, after credit assignment); constant groups get exactly 0.
+    """
+    rewards_B = _as_float(rewards_B)
+    _, _, mean_B, _ = _group_stats(rewards_B, group_index_B)
+    centred_B = rewards_B - mean_B
+    if not centred_B.numel():
+        return centred_B
+    normalised_B = (centred_B - centred_B.mean()) / (centred_B.std(correction=0) + eps)
+    return _zero_constant_groups(normalised_B, rewards_B, group_index_B)
+
+
 @register_advantage("ngrpo")
 def ngrpo(rewards_B: Tensor, group_index_B: Tensor, *, eps: float = 1e-6, r_max: float = 1.0) -> Tensor:
     """NGRPO: group statistics over R ∪ {r_max}, a virtual maximum-reward sample: A_i = (r_i − μ') / (σ' + eps).
@@ -139,6 +165,8 @@ def ngrpo(rewards_B: Tensor, group_index_B: Tensor, *, eps: float = 1e-6, r_max:
     Nan et al. 2025, "NGRPO: Negative-enhanced Group Relative Policy Optimization" (algorithms.md §2.2):
     μ' = (Σ_i r_i + r_max) / (G + 1), σ' the population std of the G + 1 values. An all-wrong group therefore
     gets identical negative advantages instead of zeros, so failures still push probability away.
+    `r_max` is the best reward the run's rewards can give (`trainer.ngrpo_r_max`, default 1.0): with rewards in
+    [−1, 2], say, set it to 2, or a group that scored 2 throughout would be graded *above* the virtual sample.
     Deviations: this breaks the module convention on purpose — only a group that equals r_max throughout is
     constant, and gets exactly 0; the paper's asymmetric clipping is not part of the estimator (set
     `trainer.clip_low` / `clip_high`).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentrl.tasks import TaskSourceConfig
 from agentrl.toolserver.config import ToolServerConfig
 
 
@@ -38,8 +39,9 @@ class EvalRunConfig:
     """`text`: the scaffold's token-level loop (in-process, or token-id prompts to /v1/completions); `native`:
     OpenAI tool calls over /v1/chat/completions; `auto`: text for the shipped tiny policies and local paths,
     native otherwise."""
-    tasks: str | None = None
-    """JSONL or Parquet task file to evaluate instead of the scaffold's bundled tasks (every row, any split)."""
+    tasks: TaskSourceConfig = field(default_factory=TaskSourceConfig)
+    """Tasks to evaluate instead of the scaffold's bundled ones (every row, any split): `tasks=PATH` (a file, a
+    directory, a dataset id, a gateway recording) is short for `tasks.path=PATH`; `tasks.*` maps columns."""
     split: str = "test"
     """Split of the scaffold's bundled tasks to evaluate."""
     tiers: tuple[str, ...] = ()

@@ -37,6 +37,9 @@ class EvalRecord:
     reward_components: dict[str, float] = field(default_factory=dict)
     measurements: dict[str, float] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    scaffold: str | None = None
+    """The scaffold the task belongs to (which part of a mixture such as `code+search`); None when the task names
+    none."""
 
     @property
     def finished(self) -> bool:
@@ -52,6 +55,7 @@ class EvalRecord:
         latency_s: float,
         prompt_tokens: int,
         completion_tokens: int,
+        scaffold: str | None = None,
     ) -> EvalRecord:
         return cls(
             task_id=trajectory.task_id,
@@ -69,6 +73,7 @@ class EvalRecord:
             reward_components=dict(trajectory.reward_components),
             measurements=dict(trajectory.measurements),
             messages=[_without_image_data(m) for m in trajectory.messages],
+            scaffold=scaffold,
         )
 
 

@@ -24,10 +24,12 @@ from typing import Any
 
 from agentrl.config import EvalRunConfig, PolicyConfig, RolloutConfig
 from agentrl.errors import ConfigError
+from agentrl.eval.outcomes import Outcome, require_valid
 from agentrl.eval.results import EvalRecord, ResultsStore, token_counts
 from agentrl.eval.summary import summarize, table, write_summary
 from agentrl.protocols import SamplingParams
 from agentrl.rollout.collect import infra_failure, trajectory_seed
+from agentrl.runlog.step_stats import success_of
 from agentrl.tasks import select_tiers
 from agentrl.types import Task, Trajectory
 
@@ -43,6 +45,11 @@ class EvalOutcome:
     results_path: Path
     written: list[Path]
     text: str
+
+    def require_valid(self) -> None:
+        """Raise `InfraError` naming the first failure when every episode in the results failed for
+        infrastructure reasons (the summary then measured nothing); `agentrl eval` exits non-zero on it."""
+        require_valid([Outcome.of_record(r) for r in self.records], f"the evaluation in {self.results_path}")
 
 
 def transport(config: EvalRunConfig) -> str:
@@ -176,7 +183,7 @@ async def evaluate(config: EvalRunConfig) -> EvalOutcome:
             trajectory, usage = await _episode(scaffold, task, sample, policy, tools, rollout, mode, config.seed)
             latency = time.perf_counter() - start
         trajectory = await rewards.score(task, trajectory)
-        success = trajectory.reward_components.get(primary, 0.0) >= 1.0
+        success = success_of(trajectory, primary) >= 1.0
         store.append(
             EvalRecord.from_trajectory(
                 trajectory,
@@ -185,6 +192,7 @@ async def evaluate(config: EvalRunConfig) -> EvalOutcome:
                 latency_s=latency,
                 prompt_tokens=usage[0],
                 completion_tokens=usage[1],
+                scaffold=task.scaffold,
             )
         )
 

@@ -11,7 +11,10 @@ arXiv 2510.14545, code RUC-NLPIR/ARPO `AEPO/`); the exact rules are in reference
 - ARPO: fork iff U − w·ΔH ≤ τ, i.e. with probability clip(τ + w·ΔH, 0, 1) (for τ in [0, 1]).
 - AEPO: fork iff clip((U + w·ΔH)·max(0, 1 − penalty·c), 0, 1) ≥ τ, c = consecutive branching rounds of the task.
 - AEPO pre-monitoring: m = clamp(int(k·σ(β·(H_root − H̄_tool))) + 1, 1, k) rollouts start from the prompt; the
-  other k − m come from forks.
+  other k − m come from forks. Deviation: AEPO spends one extra rollout per task on the monitor; here the monitor
+  is rollout 0 of the task, one of its k trained trajectories (it never forks), so it costs no extra rollout but
+  the task's other rollouts start only when it has finished: with `dynamic_initial` a group takes about one full
+  rollout longer, and its first rollout is played with no forks where the static split would allow them.
 - At most b − 1 forks per rollout per tool round, never more than k rollouts per task.
 
 All entropy state lives in a `BranchState` made per batch: ARPO's and AEPO's released code keep the initial
@@ -51,7 +54,8 @@ class BranchRule:
     consecutive_penalty: float = 0.05
     """AEPO: the probability is scaled by max(0, 1 − penalty·c)."""
     dynamic_initial: bool = False
-    """AEPO pre-monitoring: choose m per task from the entropies of its first rollout."""
+    """AEPO pre-monitoring: choose m per task from the entropies of its first rollout. That rollout is one of the
+    task's k trained trajectories and never forks, and the task's other rollouts wait until it has finished."""
     premonitor_beta: float = 0.5
     """β of the pre-monitoring sigmoid."""
 

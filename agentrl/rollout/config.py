@@ -51,7 +51,8 @@ class RolloutConfig:
     branch_consecutive_penalty: float = 0.05
     """AEPO: the fork probability is scaled by max(0, 1 − penalty · consecutive branching rounds of the task)."""
     branch_dynamic_initial: bool = False
-    """AEPO entropy pre-monitoring: set m per task from the entropies of its first rollout (which never forks)."""
+    """AEPO entropy pre-monitoring: set m per task from the entropies of its first rollout. That rollout is one of
+    the task's trained trajectories and never forks; the task's other rollouts start when it has finished."""
     extra_groups_per_step: int = 0
     """Partial rollouts (APRIL): tasks started beyond prompts_per_step; a step ends once prompts_per_step groups
     are complete and the unfinished ones go on in the next step. 0 = off (every step waits for all its groups)."""

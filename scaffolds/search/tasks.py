@@ -2,8 +2,17 @@
 
 A question names one subject entity and follows one field (tier `easy`) or two (tier `medium`), e.g. "Where was
 the founder of Velmora born?" = `lookup("Velmora", "founder")`, then `lookup(<founder>, "birthplace")`. The path
-is kept in `metadata["subject"]` and `metadata["fields"]`. A hash of the subject's name decides the split, so
-held-out questions are about entities no training question asks about.
+is kept in `metadata["subject"]` and `metadata["fields"]`.
+
+A hash of the subject's name sets about one subject in `TEST_EVERY` aside; every question about the others is a
+training question. Held-out subjects alone do not make held-out facts: the founder of a training company is a
+held-out subject too, and the training question "Where was the founder of <company> born?" looks up where they
+were born. So a question about a set-aside subject is held out only when no fact on its path (a lookup with its
+result, `path_facts`) is one a training question exposes (`exposed_facts`): held-out success then measures
+looking facts up, not recalling the training questions or the demonstrations made from them (the experts'
+episodes on the training questions, `expert.py`). In the bundled world that leaves 80 held-out questions, 78 of
+them one hop: a second hop almost always reaches an entity that training questions ask about. The other questions about
+set-aside subjects belong to neither split.
 """
 
 from __future__ import annotations
@@ -21,9 +30,11 @@ SYSTEM_PROMPT = "Use the tools. Reply with only the final answer."
 TOOLS = [lookup]
 
 SEED = 11
-NUM_TEST_TASKS = 200
 TEST_EVERY = 6
-"""About one subject entity in `TEST_EVERY` (by hash) is held out."""
+"""About one subject entity in `TEST_EVERY` (by hash) is set aside; questions about it may be held out."""
+
+Fact = tuple[str, str, str]
+"""One lookup and its result: (entity, field, value)."""
 
 QUESTIONS: dict[tuple[str, ...], str] = {
     ("founder",): "Who founded {}?",
@@ -55,6 +66,23 @@ def split_of(subject: str) -> str:
     return "test" if int.from_bytes(digest[:4], "big") % TEST_EVERY == 0 else "train"
 
 
+def path_facts(subject: str, fields: tuple[str, ...] | list[str]) -> list[Fact]:
+    """The lookups that answer a question, in order, each with its result."""
+    kb, entity, out = world(), subject, []
+    for field in fields:
+        value = kb.fact(entity, field)
+        out.append((entity, field, value))
+        entity = value
+    return out
+
+
+def exposed_facts(subject: str, fields: tuple[str, ...] | list[str]) -> set[Fact]:
+    """Every fact an episode of this question can show: its path, and every other field of each entity the path
+    looks up (the expert's `wrong_field` slip asks one of them)."""
+    kb = world()
+    return {(e, f, v) for e, _, _ in path_facts(subject, fields) for f, v in kb.entities[e].facts.items()}
+
+
 def _questions() -> list[tuple[str, tuple[str, ...], str, str]]:
     """Every (subject, fields, prompt, answer) the world supports, in a fixed order."""
     kb = world()
@@ -74,11 +102,12 @@ def _questions() -> list[tuple[str, tuple[str, ...], str, str]]:
 def _all_tasks() -> dict[str, tuple[Task, ...]]:
     questions = _questions()
     random.Random(SEED).shuffle(questions)
+    exposed = set().union(*(exposed_facts(q[0], q[1]) for q in questions if split_of(q[0]) == "train"))
     by_split: dict[str, list[Task]] = {"train": [], "test": []}
     for subject, fields, prompt, answer in questions:
         split = split_of(subject)
-        if split == "test" and len(by_split["test"]) >= NUM_TEST_TASKS:
-            continue
+        if split == "test" and not exposed.isdisjoint(path_facts(subject, fields)):
+            continue  # answerable from what training shows: neither training nor held out
         task_id = f"search/{split}/{len(by_split[split]):05d}"
         metadata = {"tier": "easy" if len(fields) == 1 else "medium", "subject": subject, "fields": list(fields)}
         by_split[split].append(Task(task_id, prompt, answer, metadata, split=split, scaffold="search"))

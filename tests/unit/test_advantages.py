@@ -3,7 +3,16 @@
 import pytest
 import torch
 
-from agentrl.credit.advantages import ADVANTAGE_ESTIMATORS, dr_grpo, grpo, lite_ppo, register_advantage, rloo
+from agentrl.credit.advantages import (
+    ADVANTAGE_ESTIMATORS,
+    dr_grpo,
+    grpo,
+    lite_ppo,
+    ngrpo,
+    register_advantage,
+    reinforce_pp,
+    rloo,
+)
 from agentrl.registry import resolve
 
 pytestmark = pytest.mark.unit
@@ -18,7 +27,8 @@ def idx(values):
 
 
 def test_registry_names_and_resolution():
-    assert {"grpo", "dr_grpo", "rloo", "lite_ppo"} <= set(ADVANTAGE_ESTIMATORS)
+    assert {"grpo", "dr_grpo", "rloo", "lite_ppo", "ngrpo", "mc_grpo", "reinforce_pp"} <= set(ADVANTAGE_ESTIMATORS)
+    assert resolve("advantage", "reinforce_pp") is reinforce_pp
     assert resolve("advantage", "rloo") is rloo
     assert resolve("advantage", "agentrl.credit.advantages:dr_grpo") is dr_grpo
 
@@ -101,3 +111,17 @@ def test_integer_rewards_and_float32_are_accepted():
     assert advantages.is_floating_point()
     advantages = rloo(torch.tensor([1.0, 0.0], dtype=torch.float32), idx([0, 0]))
     assert advantages.dtype == torch.float32
+
+
+def test_reinforce_pp_constant_group_stays_zero_and_counts_in_the_batch_std():
+    # groups [1, 0] and [1, 1]: centred [½, −½, 0, 0]; batch std √((¼ + ¼ + 0 + 0)/4) = √(1/8) → ±√2 (GRPO: ±1)
+    advantages = reinforce_pp(t([1, 0, 1, 1]), idx([0, 0, 1, 1]), eps=0.0)
+    torch.testing.assert_close(advantages, t([2**0.5, -(2**0.5), 0.0, 0.0]))
+    assert torch.equal(advantages[2:], torch.zeros(2, dtype=torch.float64))
+
+
+def test_ngrpo_r_max_sets_the_virtual_sample():
+    # [0, 0] with r_max = 2: [0, 0, 2] → mean 2/3, std √(8/9) → −(2/3)/√(8/9) = −1/√2 each
+    torch.testing.assert_close(ngrpo(t([0, 0]), idx([0, 0]), r_max=2.0, eps=0.0), t([-(0.5**0.5)] * 2))
+    # a group that scored the best reward throughout is constant: exactly 0
+    assert torch.equal(ngrpo(t([2, 2]), idx([0, 0]), r_max=2.0), torch.zeros(2, dtype=torch.float64))

@@ -1,5 +1,7 @@
-"""The property checklist of algorithms.md §8, asserted with hypothesis for every credit assigner, advantage
-estimator, judge and reward combinator it covers (the losses' properties: `test_loss_properties.py`).
+"""The property checklist of algorithms.md §8 for credit, asserted with hypothesis for every advantage estimator and
+credit assigner (branch attribution: `test_branch_attribution.py`; rewards, judges and combinators:
+`test_reward_properties.py`; the losses: `test_loss_properties.py`; hand-computed values and the mutations they
+catch: `test_credit_mutations.py`).
 
 The ARPO/AEPO rollout properties (exactly k rollouts per prompt, byte-identical fork prefixes, pre-monitoring
 m ∈ [1, k]) are properties of the branching rollout engine and are asserted with it: `tests/unit/test_branching.py`
@@ -8,15 +10,11 @@ and `tests/integration/test_branching_rollout.py`.
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import math
 
 import pytest
 import torch
-from agentrl.rewards.combinators import GRAGate, ProfFilter, ResampleOnCorrect, roc_penalty
-from agentrl.rewards.info_gain import InfoGain
-from agentrl.rewards.judge_prm import JudgePRM
-from agentrl.rewards.outcome import overlong_penalty
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +24,6 @@ from agentrl.credit.assign import assign_credit
 from agentrl.credit.gigpo import anchor_step_advantages, hgpo_step_advantages
 from agentrl.credit.igpo import discounted_suffix_sum
 from agentrl.credit.scored_turns import token_advantages
-from agentrl.judge import majority
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, TrajectoryGroup, Turn
 
 pytestmark = pytest.mark.unit
@@ -56,9 +53,9 @@ def _per_group(values_B: torch.Tensor, index_B: torch.Tensor) -> list[torch.Tens
 
 @FAST
 @given(grouped())
-def test_grpo_rloo_dr_grpo_lite_ppo_sum_to_zero_per_group(data):
+def test_grpo_rloo_dr_grpo_lite_ppo_reinforce_pp_sum_to_zero_per_group(data):
     rewards, index = data
-    for name in ("grpo", "rloo", "dr_grpo", "lite_ppo"):
+    for name in ("grpo", "rloo", "dr_grpo", "lite_ppo", "reinforce_pp"):
         for group in _per_group(ADVANTAGE_ESTIMATORS[name](rewards, index), index):
             assert float(group.sum()) == pytest.approx(0.0, abs=1e-6), name
 
@@ -73,6 +70,21 @@ def test_grpo_normalised_group_has_unit_std_and_constant_groups_exact_zero(data)
             assert torch.equal(a, torch.zeros_like(a))
         else:
             assert float(a.std(correction=0)) == pytest.approx(1.0, abs=1e-4)
+
+
+@FAST
+@given(grouped(min_size=2))
+def test_reinforce_pp_whole_batch_has_unit_std_and_keeps_each_groups_ranking(data):
+    rewards, index = data
+    advantages = ADVANTAGE_ESTIMATORS["reinforce_pp"](rewards, index)
+    if all(float(r.max()) == float(r.min()) for r in _per_group(rewards, index)):
+        assert torch.equal(advantages, torch.zeros_like(advantages))
+        return
+    # one scale for the whole batch (not per group): the batch of advantages has std 1
+    assert float(advantages.std(correction=0)) == pytest.approx(1.0, abs=1e-4)
+    centred = ADVANTAGE_ESTIMATORS["dr_grpo"](rewards, index)
+    scale = advantages[centred != 0] / centred[centred != 0]
+    torch.testing.assert_close(scale, torch.full_like(scale, float(scale[0])))
 
 
 @FAST
@@ -193,6 +205,7 @@ CREDIT_CONFIGS = [
     *(TrainerConfig(credit="trajectory", advantage=name) for name in ("grpo", "dr_grpo", "rloo", "lite_ppo")),
     TrainerConfig(credit="trajectory", advantage="mc_grpo"),
     TrainerConfig(credit="trajectory", advantage="ngrpo"),
+    TrainerConfig(credit="trajectory", advantage="reinforce_pp"),
     *(TrainerConfig(credit="igpo", igpo_norm=n) for n in ("joint", "separate", "per_turn_index")),
     TrainerConfig(credit="igpo", igpo_gamma=0.9),
     TrainerConfig(credit="gigpo"),
@@ -227,7 +240,6 @@ def test_infra_failures_and_unscored_trajectories_never_change_other_advantages(
 
 
 def _no_skip(config: TrainerConfig) -> TrainerConfig:
-    import dataclasses
 
     return dataclasses.replace(config, skip_zero_advantage_groups=False)
 
@@ -262,48 +274,6 @@ def test_token_advantages_put_each_turn_value_on_its_sampled_tokens_only():
     assert token_advantages(t, [1.0, 2.0, 3.0]) == (0, 0, 1, 1, 0, 0, 2, 2, 0, 0, 3, 3)
 
 
-# --- IGPO -----------------------------------------------------------------------------------------------
-
-
-class ProbePolicy:
-    """A model double for the teacher-forced probe: P(GT | history) looked up by history length; `lead` tokens
-    get arbitrary log-probs (only the GT span may count)."""
-
-    class Tokenizer:
-        def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-            return [90] if text == "<lead>" else [7, 8, 9]
-
-    def __init__(self, probabilities: dict[int, float], lead_logprob: float = -3.0):
-        self.tokenizer = self.Tokenizer()
-        self.probabilities = probabilities
-        self.lead_logprob = lead_logprob
-
-    async def score_continuations(self, prefixes, continuations):
-        rows = []
-        for prefix, continuation in zip(prefixes, continuations, strict=True):
-            lead = [self.lead_logprob] * (len(continuation) - 3)
-            rows.append(lead + [math.log(self.probabilities[len(prefix)])] * 3)
-        return rows
-
-
-@FAST
-@given(st.integers(1, 4), st.data())
-def test_igpo_prob_diff_telescopes_gt_tokens_only_and_no_gain_for_the_answer_turn(tool_turns, data):
-    trajectory = _traj("r", 1.0, [None] * (tool_turns + 1))
-    # history lengths: prompt 2, each turn adds 2 completion + 2 observation tokens
-    lengths = [2 + 4 * k for k in range(tool_turns + 1)]
-    probs = {n: data.draw(st.floats(0.01, 0.99)) for n in lengths}
-    values = []
-    for lead, lead_logprob in (("", -3.0), ("<lead>", -3.0), ("<lead>", -0.1)):
-        gains = asyncio.run(
-            InfoGain("prob_diff", lead=lead).turn_values(TASK, trajectory, ProbePolicy(probs, lead_logprob))
-        )
-        assert gains[-1] is None
-        assert sum(gains[:-1]) == pytest.approx(probs[lengths[-1]] - probs[lengths[0]], abs=1e-9)
-        values.append(gains)
-    assert values[0] == pytest.approx(values[1]) and values[1] == pytest.approx(values[2])
-
-
 @FAST
 @given(st.lists(st.floats(-2, 2), min_size=1, max_size=6), st.integers(0, 5), st.floats(0.0, 1.0))
 def test_discounted_accumulation_respects_turn_order(values, j, gamma):
@@ -316,98 +286,3 @@ def test_discounted_accumulation_respects_turn_order(values, j, gamma):
     # a reward at turn j only reaches turns k ≤ j, discounted by γ^{j−k}
     expected = torch.tensor([[gamma ** (j - k) if k <= j else 0.0 for k in range(len(values))]], dtype=torch.float64)
     torch.testing.assert_close(after - before, expected)
-
-
-# --- judges and reward combinators ----------------------------------------------------------------------
-
-
-@given(st.lists(st.sampled_from([-1.0, 0.0, 1.0]), min_size=1, max_size=7))
-def test_openclaw_majority_of_valid_votes_tie_is_zero(votes):
-    counts = {v: votes.count(v) for v in set(votes)}
-    top = max(counts.values())
-    winners = [v for v, c in counts.items() if c == top]
-    assert majority(votes) == (winners[0] if len(winners) == 1 else 0.0)
-
-
-def test_judge_prm_ignores_invalid_votes_and_masks_the_last_turn_without_next_state():
-    judge = JudgePRM("m")
-    assert judge.parse(r"\boxed{2}") is None and judge.parse("no box") is None
-    assert judge.parse(r"\boxed{-1}") == -1.0
-    t = _traj("r", 1.0, [None, None])
-    assert judge.fields(task=TASK, trajectory=t, turn=t.turns[-1]) is None
-    assert judge.fields(task=TASK, trajectory=t, turn=t.turns[0]) is not None
-    single = _traj("s", 1.0, [None])
-    assert judge.fields(task=TASK, trajectory=single, turn=single.turns[0]) is not None
-
-
-OUTCOME_GROUP = st.lists(st.tuples(st.sampled_from([0.0, 1.0]), st.lists(st.floats(0, 1), min_size=2, max_size=4)))
-
-
-@FAST
-@given(OUTCOME_GROUP.filter(lambda g: len(g) > 4))
-def test_prof_keeps_n_minus_k_removing_lowest_consistency_positives_and_most_supported_negatives(members):
-    rollouts = tuple(_traj(f"r{i}", o, list(ps)) for i, (o, ps) in enumerate(members))
-    prof = ProfFilter(keep=4)
-    (kept,) = prof([TrajectoryGroup(TASK, rollouts)])
-    assert len(kept.trajectories) == 4
-    steps = [p for t in rollouts for p in prof.step_scores(t)]
-    p_bar = sum(steps) / len(steps)
-    kept_ids = {t.trajectory_id for t in kept.trajectories}
-    for sign in (1.0, 0.0):
-        same = [t for t in rollouts if t.reward == sign]
-        kept_scores = [prof.consistency(t, p_bar) for t in same if t.trajectory_id in kept_ids]
-        gone_scores = [prof.consistency(t, p_bar) for t in same if t.trajectory_id not in kept_ids]
-        if kept_scores and gone_scores:
-            assert max(gone_scores) <= min(kept_scores)
-
-
-@FAST
-@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0]), st.integers(0, 3)), min_size=1, max_size=24), st.integers(4, 12))
-def test_roc_group_size_minimums_and_clean_positives(members, target):
-    rollouts = tuple(
-        _traj(f"r{i:02d}", o, [None] * 2, obs=None) if errors == 0 else _erroring(f"r{i:02d}", o, errors)
-        for i, (o, errors) in enumerate(members)
-    )
-    (kept,) = ResampleOnCorrect(target=target)([TrajectoryGroup(TASK, rollouts)])
-    n_pos = sum(t.reward == 1.0 for t in rollouts)
-    n_neg = len(rollouts) - n_pos
-    pos = [t for t in kept.trajectories if t.reward == 1.0]
-    neg = [t for t in kept.trajectories if t.reward == 0.0]
-    assert len(kept.trajectories) == min(target, len(rollouts))
-    if len(rollouts) > target:
-        assert len(pos) >= min(2, n_pos) and len(neg) >= min(2, n_neg)
-        dropped = [t for t in rollouts if t.reward == 1.0 and t not in pos]
-        if pos and dropped:
-            assert max(map(roc_penalty, pos)) <= min(map(roc_penalty, dropped))
-
-
-def _erroring(tid: str, outcome: float, errors: int) -> Trajectory:
-    t = _traj(tid, outcome, [None] * 2)
-    bad = tuple(ToolResult(f"e{i}", "boom", is_error=True, error_type="failed") for i in range(errors))
-    first = Turn(**{**t.turns[0].__dict__, "tool_results": t.turns[0].tool_results + bad})
-    return Trajectory(**{**t.__dict__, "turns": (first, *t.turns[1:])})
-
-
-@FAST
-@given(st.floats(-1, 2), st.floats(0, 1.5), st.lists(st.floats(-1, 1), min_size=1, max_size=4))
-def test_gra_dense_sum_counts_iff_outcome_clears_the_gate(outcome, threshold, dense):
-    t = _traj("r", outcome, list(dense))
-    (group,) = GRAGate(threshold=threshold)([TrajectoryGroup(TASK, (t,))])
-    gated = group.trajectories[0]
-    counted = [turn.reward for turn in gated.turns if turn.reward is not None]
-    assert (counted == list(dense)) if outcome >= threshold else (counted == [])
-
-
-@given(st.integers(0, 400), st.integers(1, 100), st.floats(0.1, 2.0))
-def test_overlong_shaping_zero_then_linear_to_minus_f(sampled, buffer, factor):
-    max_tokens = 200
-    penalty = overlong_penalty(max_tokens, buffer, factor=factor)
-    turns = (Turn(tuple(range(sampled)), (0.0,) * sampled, (0.0,) * sampled, ""),)
-    t = Trajectory("t", "g", "r", (0,), turns, StopReason.ANSWERED)
-    value = penalty.fn(trajectory=t)
-    if sampled <= max_tokens - buffer:
-        assert value == 0.0
-    else:
-        assert value == pytest.approx(-(sampled - (max_tokens - buffer)) / buffer * factor)
-    if sampled == max_tokens:
-        assert value == pytest.approx(-factor)

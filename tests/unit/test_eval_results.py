@@ -1,6 +1,8 @@
 """The eval results file: resume semantics, infrastructure failures, the summary."""
 
+import dataclasses
 import json
+import re
 
 import pytest
 
@@ -46,6 +48,28 @@ def test_summary_scores_only_finished_episodes():
     assert s["pass@1"] == pytest.approx(0.25) and s["pass@2"] == pytest.approx(0.5)
     assert s["episodes_per_min"] == pytest.approx(10.0)
     assert "pass@2" in table(s, "t")
+
+
+def test_summary_lists_every_scaffold_with_its_infra_failures():
+    def of(scaffold: str, task: str, success: bool, stop: str = "answered") -> EvalRecord:
+        return dataclasses.replace(record(task, 0, success, stop=stop), scaffold=scaffold)
+
+    infra = StopReason.INFRA_ERROR.value
+    records = [of("code", "c1", True), of("code", "c2", False), of("search", "s1", False, infra)]
+    records.append(of("search", "s2", True, infra))  # a failed episode's success never counts
+    s = summarize(records)
+    assert s["success"] == 0.5 and s["pass@1"] == 0.5 and s["episodes"] == 2 and s["infra_errors"] == 2
+    assert s["success/code"] == 0.5 and s["episodes/code"] == 2 and s["infra_errors/code"] == 0
+    assert s["success/search"] is None and s["episodes/search"] == 0 and s["infra_errors/search"] == 2
+    assert re.search(r"\n  success/search +-\n", table(s, "t"))
+    assert "success/code" not in summarize(records[:2])  # one scaffold: no breakdown
+
+
+def test_summary_without_a_finished_episode_shows_no_success():
+    s = summarize([record("a", 0, True, stop=StopReason.INFRA_ERROR.value)])
+    assert s["episodes"] == 0 and s["infra_errors"] == 1 and s["success"] is None and s["turns"] is None
+    assert not any(k.startswith("pass@") for k in s)
+    assert re.search(r"\n  infra_errors +1\n  success +-\n", table(s, "t"))
 
 
 def test_token_counts_bill_the_context_of_every_turn():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import warnings
 
 import pytest
 from agentrl.rewards.info_gain import InfoGain, history_prefixes, information_gains
@@ -39,6 +40,9 @@ class ClueModel:
 
     def encode(self, text, add_special_tokens=False):
         return [int(x) for x in text.split()]
+
+    def decode(self, ids):
+        return "".join(f"{i} " for i in ids)  # round-trips through encode, so the probe joins tail and answer
 
     async def score_continuations(self, prefixes, continuations):
         self.calls.append(len(prefixes))
@@ -76,7 +80,8 @@ def test_values_land_in_the_turn_reward_slot_and_abstain_without_inputs():
     assert scored.turns[1].reward_components == pytest.approx({"info_gain": 0.6})
     unscored = asyncio.run(stack.score(Task("t", "?", answer=None), igpo_rollout((7, 8)), policy=model))
     assert [t.reward for t in unscored.turns] == [None, None, None]
-    no_policy = asyncio.run(stack.score(Task("t", "?", answer="5"), igpo_rollout((7, 8))))
+    with pytest.warns(RuntimeWarning, match="no policy"):
+        no_policy = asyncio.run(stack.score(Task("t", "?", answer="5"), igpo_rollout((7, 8))))
     assert [t.reward for t in no_policy.turns] == [None, None, None]
     with pytest.raises(ValueError):
         InfoGain("ratio")  # type: ignore[arg-type]
@@ -149,3 +154,76 @@ def test_probe_through_the_tiny_policy_is_batched_and_matches_unbatched_scoring(
     # telescoping: the gains of consecutive tool turns add up to the change from the question to the last history
     assert sum(values[0][:2]) == pytest.approx(h[2] - h[0], abs=1e-4)
     assert all(math.isfinite(v) for v in values[0][:2] + values[1][:1])
+
+
+def test_a_parse_error_turn_gets_a_gain_so_the_gains_telescope():
+    """A malformed call answered with its parse error is an observation too: P(GT) 0.1 → 0.3 (tool round) → 0.7
+    (the parse error's turn) gives [0.2, 0.4], summing to 0.7 − 0.1."""
+    parse_error = Turn((2,), (0.0,), (0.0,), "", observation_ids=(8,), parse_error="unclosed <tool_call>")
+    turns = (turn([1], obs=[7]), parse_error, turn([3], tool=False))
+    rollout = Trajectory("t", "g", "r", prompt_ids=(0,), turns=turns, stop_reason=StopReason.ANSWERED)
+    values = asyncio.run(InfoGain("prob_diff").turn_values(Task("t", "?", answer="5"), rollout, ClueModel()))
+    assert values[:2] == pytest.approx([0.2, 0.4]) and values[2] is None
+    assert sum(values[:2]) == pytest.approx(0.7 - 0.1)
+
+
+def test_vllm_like_policy_abstains_loudly_once_and_is_counted():
+    class Generates:  # a backend that samples but cannot score continuations (vLLM, an OpenAI endpoint)
+        tokenizer = None
+
+    gain = InfoGain()
+    stack = RewardStack([(gain, 1.0)])
+    items = [(Task("t", "?", answer="5"), igpo_rollout((7, 8)))] * 3
+    with pytest.warns(RuntimeWarning, match="cannot score continuations") as caught:
+        scored, costs = asyncio.run(stack.score_batch(items, policy=Generates()))
+    assert len(caught) == 1  # once, not per trajectory
+    assert all(t.reward is None for s in scored for t in s.turns)
+    assert costs["reward_cost/info_gain/unscorable"] == 3.0 and gain.probes == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second warning from the same reward
+        asyncio.run(stack.score_batch(items, policy=Generates()))
+    assert gain.stats.unscorable == 6
+
+
+def test_the_answer_is_tokenised_together_with_the_history_and_lead(tiny_tokenizer):
+    """`lead` + answer are one text after the history: "The answer is " + "Tolvar" encodes " T" as one token,
+    which three separate encodings would split into " " and "T"."""
+    from agentrl.rewards.info_gain import history_tail, probe_continuation
+
+    def ids(text):
+        return tiny_tokenizer.encode(text, add_special_tokens=False)
+
+    context = ids("<|im_start|>user\nWhere?<|im_end|>\n<|im_start|>assistant\n")
+    tail = history_tail(tiny_tokenizer, context)
+    assert tail == tuple(ids("assistant\n"))  # the text after the last special token
+    lead = "The answer is "
+    continuation, start, together = probe_continuation(tiny_tokenizer, tail, lead, "Tolvar City")
+    assert together and continuation == ids("assistant\n" + lead + "Tolvar City")[len(tail) :]
+    assert continuation != ids(lead) + ids("Tolvar City")  # what encoding the pieces apart would have probed
+    assert tiny_tokenizer.decode(continuation[start:]) == " Tolvar City"  # the answer's tokens, the merged space too
+    assert tiny_tokenizer.decode(continuation[:start]) == "The answer is"
+    # an answer whose first token would swallow the end of the history cannot follow its sampled ids: lead and
+    # answer are then encoded on their own, still as one text
+    continuation, start, together = probe_continuation(tiny_tokenizer, tail, "", "\nTolvar")
+    assert not together and continuation == ids("\nTolvar") and start == 0
+
+
+def test_probe_rows_score_the_jointly_tokenised_answer(tiny_policy, tiny_tokenizer):
+    task = Task("t", "?", answer="Tolvar City")
+    rollout = tiny_rollout(tiny_tokenizer, "Where is the Quell?", ["The Quell is in Tolvar City."])
+    gain = InfoGain("log_prob_diff", lead="The answer is ")
+    values = asyncio.run(gain.turn_values(task, rollout, tiny_policy))
+    assert gain.stats.separate_encodings == 0
+    import torch
+
+    def mean_logp(prefix):  # the reference: the joint text after the history, the answer's positions only
+        text = tiny_tokenizer.decode(prefix[-2:]) + "The answer is Tolvar City"  # tail "assistant\n"
+        joint = tiny_tokenizer.encode(text, add_special_tokens=False)[2:]
+        answer_from = len(tiny_tokenizer.encode("assistant\nThe answer is", add_special_tokens=False)) - 2
+        ids = torch.tensor([prefix + joint])
+        with torch.no_grad():
+            logp = torch.log_softmax(tiny_policy.model(ids).logits[0, len(prefix) - 1 : -1].float(), -1)
+        return logp.gather(-1, torch.tensor(joint)[:, None])[answer_from:].mean().item()
+
+    h = [mean_logp(p) for p in history_prefixes(rollout)[:2]]
+    assert values[0] == pytest.approx(h[1] - h[0], abs=1e-4)

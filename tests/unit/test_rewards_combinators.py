@@ -94,6 +94,37 @@ def test_weighted_sum_keeps_metric_only_components_and_logs_each():
     assert infra.reward is None  # infrastructure failures are never scored
 
 
+def test_when_every_weighted_reward_abstains_the_trajectory_is_unscored_and_left_out_of_credit():
+    from agentrl.credit.assign import assign_credit
+
+    @reward
+    def checked(trajectory) -> float | None:  # abstains on r2: say its checker could not run
+        return {"r0": 1.0, "r1": 0.0, "r3": 0.0}.get(trajectory.trajectory_id)
+
+    @reward
+    def length(trajectory) -> float:  # a metric only (weight 0): its value does not make r2 scored
+        return 3.0
+
+    stack = RewardStack([(checked, 1.0), (length, 0.0)])
+    raw = [traj(i, 0.0) for i in range(4)]
+    scored, _ = asyncio.run(stack.score_batch([(TASK, t) for t in raw]))
+    assert [t.reward for t in scored] == [1.0, 0.0, None, 0.0]  # not 0.0: no score is not a score of 0
+    assert scored[2].reward_components == {"length": 3.0}
+    assert component_metrics([TrajectoryGroup(TASK, tuple(scored))])["reward/abstained"] == 1.0
+    # credit sees the group as [1, 0, 0] (GRPO: √2, −1/√2, −1/√2), exactly as if r2 had never been sampled
+    samples, metrics = assign_credit([TrajectoryGroup(TASK, tuple(scored))])
+    assert metrics["credit/trajectories"] == 3.0
+    assert [s.advantages[1] for s in samples] == pytest.approx([2**0.5, -(0.5**0.5), -(0.5**0.5)], abs=1e-5)
+
+    # a stack of turn-level rewards alone trains no outcome: every trajectory gets 0.0, none abstains
+    @reward(level="turn")
+    def judged(turn_index) -> float | None:
+        return None
+
+    only_turns, _ = asyncio.run(RewardStack([(judged, 1.0)]).score_batch([(TASK, raw[0])]))
+    assert only_turns[0].reward == 0.0 and only_turns[0].turns[0].reward is None
+
+
 # --- PROF --------------------------------------------------------------------------------------------------------
 
 
@@ -182,6 +213,16 @@ def test_dynamic_sampling_is_aware_of_dense_terms():
     out, stats = apply_filters([("dynamic_sampling", DynamicSampling())], [all_right, mixed, dense, flat_dense])
     assert ids(out) == ["r2", "r3", "r4", "r5"]
     assert stats == {"filter/dynamic_sampling/dropped_trajectories": 4.0, "filter/dynamic_sampling/dropped_groups": 2.0}
+
+
+def test_filters_read_an_abstained_reward_as_no_score_and_keep_it_for_credit_to_leave_out():
+    abstained = dataclasses.replace(traj(9, 0.0), reward=None)
+    right_or_silent = TrajectoryGroup(TASK, (traj(8, 1.0), abstained))  # one score only: nothing to compare
+    out, _ = apply_filters([("dynamic_sampling", DynamicSampling())], [right_or_silent])
+    assert out == []
+    many = TrajectoryGroup(TASK, (*(traj(i, float(i % 2)) for i in range(6)), abstained))
+    (kept,) = ResampleOnCorrect(target=4, min_pos=1, min_neg=1)([many])
+    assert "r9" in ids([kept]) and len(kept.trajectories) == 5  # four scored kept, the abstained one passed on
 
 
 def test_reward_counters_report_judge_stats_and_judges_abstain_without_asking():

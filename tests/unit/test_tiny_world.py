@@ -31,7 +31,7 @@ def test_tasks_are_deterministic(scaffold):
 def test_task_sets_have_the_advertised_shape(scaffold):
     tasks, _ = scaffold
     train, test = tasks.tasks("train"), tasks.tasks("test")
-    assert len(train) >= 2000 and len(test) == 200
+    assert len(train) >= 2000 and len(test) == {"code": 200, "search": 80}[test[0].scaffold]
     for split, group in (("train", train), ("test", test)):
         assert [t.id for t in group] == [f"{t.scaffold}/{split}/{i:05d}" for i, t in enumerate(group)]
         assert all(t.split == split and t.answer and t.metadata["tier"] in ("easy", "medium") for t in group)
@@ -64,7 +64,7 @@ def test_imperfect_expert_is_wrong_exactly_when_it_slips(scaffold):
     tasks, expert = scaffold
     rng = random.Random(1)
     wrong = sum(expert.demonstration(t, rng, mistake_rate=1.0)[-1]["content"] != t.answer for t in tasks.tasks("test"))
-    assert wrong >= 195  # a miscopied operand can, rarely, give the same value
+    assert wrong >= len(tasks.tasks("test")) - 5  # a miscopied operand can, rarely, give the same value
 
 
 def _tool_calls(messages):
