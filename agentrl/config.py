@@ -10,13 +10,17 @@ properties, checked once in `__post_init__`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from agentrl.config_io import ConfigError, dump_toml, field_docs, from_dict, load_dataclass, to_dict
 from agentrl.eval.config import EvalConfig, EvalRunConfig
 from agentrl.policy.config import PolicyConfig
 from agentrl.rollout.config import RolloutConfig
+from agentrl.runlog.config import LoggingConfig
+from agentrl.tasks import TaskSourceConfig
 from agentrl.toolserver.config import ToolServerConfig
 from agentrl.train.config import TrainerConfig
 
@@ -24,6 +28,7 @@ __all__ = [
     "ConfigError",
     "EvalConfig",
     "EvalRunConfig",
+    "LoggingConfig",
     "PolicyConfig",
     "RolloutConfig",
     "RunConfig",
@@ -33,6 +38,7 @@ __all__ = [
     "field_docs",
     "from_dict",
     "load_config",
+    "run_config",
     "to_dict",
 ]
 
@@ -45,8 +51,12 @@ class RunConfig:
     """Scaffold by registry name or dotted path; `a+b` mixes the tasks of several scaffolds."""
     tools: tuple[str, ...] = ()
     """Toolsets for the `react` scaffold: import paths of modules, classes or @tool functions."""
-    tasks: str | None = None
-    """JSONL or Parquet file of tasks (`prompt`, `answer`, optional `id`, `split`) for the `react` scaffold."""
+    tasks: TaskSourceConfig = field(default_factory=TaskSourceConfig)
+    """Tasks for the `react` scaffold: `tasks=PATH` (a file, a directory, a dataset id, a gateway recording)
+    is short for `tasks.path=PATH`; `tasks.*` maps columns and splits."""
+    agent: str | None = None
+    """Import path of an async agent function for the `agent` scaffold, `async def agent(task, client, model)`
+    returning the final answer: it runs as the rollout, its OpenAI client served by the policy being trained."""
     tiers: tuple[str, ...] = ()
     """Train and evaluate only on tasks whose `metadata["tier"]` is one of these (`easy`, `medium`, `hard` in
     the bundled swe, terminal and gui scaffolds); empty keeps every task."""
@@ -81,6 +91,7 @@ class RunConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def __post_init__(self) -> None:
         checks = [
@@ -113,3 +124,31 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     """Build a config (a `RunConfig` unless `cls` says otherwise) from its defaults, an optional TOML file and
     `key.sub=value` overrides."""
     return load_dataclass(cls, path, overrides)
+
+
+def run_config(
+    config: Any, *, scaffold: Any = None, tools: Sequence[Any] = (), tasks: Any = None, rewards: Sequence[Any] = ()
+) -> RunConfig:
+    """The run's config from what `Trainer` was given: a `RunConfig`, a TOML file, `key=value` overrides or None
+    (the defaults), with the Python objects it was given named in it (by import path where they have one), so
+    that config.toml says what the run was made of."""
+    from agentrl.registry import describe
+
+    if config is None or isinstance(config, (str, Path)):
+        config = load_config(config)
+    elif not isinstance(config, RunConfig):
+        config = load_config(None, list(config))
+    named: dict[str, Any] = {}
+    if scaffold is not None:
+        named["scaffold"] = describe(type(scaffold))
+    if tools or tasks is not None:
+        if config.scaffold not in ("react", RunConfig.scaffold):
+            raise ConfigError(f"tools and tasks configure the react scaffold, but scaffold={config.scaffold!r}")
+        named["scaffold"] = "react"
+    if tools:
+        named["tools"] = tuple(describe(t) for t in tools)
+    if isinstance(tasks, (str, Path)):
+        named["tasks"] = replace(config.tasks, path=str(tasks))
+    if rewards:
+        named["rewards"] = tuple(describe(r[0] if isinstance(r, tuple) else r) for r in rewards)
+    return replace(config, **named) if named else config

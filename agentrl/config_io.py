@@ -1,7 +1,8 @@
 """Frozen config dataclasses ⇄ TOML and `key.sub=value` overrides, with type checks and clear errors.
 
 Generic over any (nested) frozen dataclass: `agentrl.config` builds `RunConfig` and `EvalRunConfig` with it,
-`agentrl serve-tools` builds `ToolServerConfig`. A field's attribute docstring is its help (`field_docs`).
+`agentrl serve-tools` builds `ToolServerConfig`. A field's attribute docstring is its help (`field_docs`). A
+section whose class names a `primary_field` also takes a bare value for it (`tasks=data.jsonl` sets `tasks.path`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def load_dataclass(cls: type, path: str | Path | None = None, overrides: list[st
         key, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError(f"override {item!r} is not of the form key=value")
-        _set_dotted(data, key.strip(), _parse_value(raw.strip()))
+        _set_dotted(data, key.strip(), _parse_value(raw.strip()), cls)
     return from_dict(cls, data)
 
 
@@ -45,6 +46,7 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = ""):
     for name, value in data.items():
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
+            value = _expand_shorthand(hint, value)
             if not isinstance(value, dict):
                 raise ConfigError(f"{prefix + name} is a section; set its fields, e.g. {prefix + name}.<field>=…")
             kwargs[name] = from_dict(hint, value, prefix=f"{prefix}{name}.")
@@ -107,13 +109,39 @@ def _attribute_docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+def _set_dotted(data: dict[str, Any], key: str, value: Any, cls: type | None = None) -> None:
+    """Set `key` (dotted) in nested `data`; `cls`, when given, lets a section's shorthand combine with its fields
+    in either order (`tasks=x tasks.a=1` and `tasks.a=1 tasks=x` both set `tasks.path` and `tasks.a`)."""
     parts = key.split(".")
     for part in parts[:-1]:
-        data = data.setdefault(part, {})
-        if not isinstance(data, dict):
+        cls = _section_class(cls, part)
+        section = data[part] = _expand_shorthand(cls, data.setdefault(part, {}))
+        if not isinstance(section, dict):
             raise ConfigError(f"cannot set {key!r}: {part!r} is not a section")
-    data[parts[-1]] = value
+        data = section
+    leaf, section_cls = parts[-1], _section_class(cls, parts[-1])
+    if isinstance(data.get(leaf), dict) and not isinstance(value, dict):
+        value = {**data[leaf], **_expand_shorthand(section_cls, value)} if _primary(section_cls) else value
+    data[leaf] = value
+
+
+def _primary(cls: type | None) -> str | None:
+    """The field a bare value of section `cls` sets, when the section declares one (`primary_field`)."""
+    return getattr(cls, "primary_field", None) if cls is not None else None
+
+
+def _expand_shorthand(cls: type | None, value: Any) -> Any:
+    """`{primary: value}` for a bare value given to a section that has a primary field; `value` otherwise."""
+    primary = _primary(cls)
+    return {primary: value} if primary and not isinstance(value, dict) else value
+
+
+def _section_class(cls: type | None, name: str) -> type | None:
+    """The dataclass of field `name` of dataclass `cls`, when that field is a section."""
+    if cls is None or not dataclasses.is_dataclass(cls) or name not in {f.name for f in dataclasses.fields(cls)}:
+        return None
+    hint = typing.get_type_hints(cls)[name]
+    return hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
 
 
 def _parse_value(raw: str) -> Any:

@@ -16,11 +16,16 @@ SCHEMA_DATA_KEYS = ("default", "enum", "const", "examples")
 
 
 def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema with `$defs` inlined and pydantic's `title`s dropped.
+    """The model's JSON schema with `$defs` inlined and pydantic's `title`s dropped (see `policy_schema`)."""
+    return policy_schema(model.model_json_schema())
 
-    Only recursive models keep an entry in `$defs`, since they cannot be written out inline.
+
+def policy_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema as a model reads it: `$defs` inlined and generated `title`s dropped.
+
+    Only recursive definitions keep an entry in `$defs`, since they cannot be written out inline.
     """
-    schema = model.model_json_schema()
+    schema = dict(schema)
     defs = schema.pop("$defs", {})
     recursive: set[str] = set()
     schema = _inline_refs(schema, defs, (), recursive)

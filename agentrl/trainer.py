@@ -16,27 +16,30 @@ Each phase is one method call; the work lives in the modules named in the commen
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
 import random
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrl.config import RunConfig, dump_toml, load_config
+from agentrl.config import RunConfig, dump_toml, load_config, run_config
 from agentrl.credit.assign import assign_credit
 from agentrl.doctor.model_doctor import require_chat_format
 from agentrl.doctor.preflight import check_train
 from agentrl.errors import ConfigError, InfraError
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
-from agentrl.registry import load_scaffold
-from agentrl.reward import RewardStack, apply_filters, component_metrics, reward_counters
+from agentrl.registry import build_rewards, build_scaffold
+from agentrl.reward import apply_filters, component_metrics, reward_counters
 from agentrl.rollout.collect import collect_groups
 from agentrl.rollout.partial import PartialRollouts
 from agentrl.runlog.metrics import MetricsLogger
 from agentrl.runlog.progress import RolloutProgress, TrainProgress
+from agentrl.runlog.run_dir import new_run_dir
 from agentrl.runlog.step_stats import rewind_logs, rollout_metrics, success_of, write_trajectories
 from agentrl.tasks import select_tiers
 from agentrl.toolserver.client import ToolClient
@@ -49,24 +52,42 @@ from agentrl.types import TrajectoryGroup
 class Trainer:
     """Owns the run directory, the model, the sampler, the tool backend and the learner for one run."""
 
-    def __init__(self, config: RunConfig, run_dir: Path, *, resume: bool = False):
+    def __init__(
+        self,
+        config: RunConfig | str | Path | Sequence[str] | None = None,
+        run_dir: str | Path | None = None,
+        *,
+        scaffold: Any = None,
+        tools: Sequence[Any] = (),
+        tasks: Any = None,
+        rewards: Sequence[Any] = (),
+        resume: bool = False,
+    ):
+        """`config` is a `RunConfig`, a TOML file or a list of `key=value` overrides (default: the defaults);
+        `run_dir` defaults to `<output_dir>/<name>`. From Python, the run's parts may be objects instead of
+        names: a scaffold object, `@tool` functions (or toolset modules and classes) and tasks (a list of `Task`s
+        or dicts, or a task file) for the generic react scaffold, and reward objects or `(reward, weight)` pairs.
+        Objects are not saved in `config.toml`; resume with `Trainer.from_run_dir(run_dir, tools=…)` again."""
         import torch
 
-        self.config, self.run_dir = config, run_dir
+        config = run_config(config, scaffold=scaffold, tools=tools, tasks=tasks, rewards=rewards)
+        self.config, self.run_dir = config, new_run_dir(config, resume=resume) if run_dir is None else Path(run_dir)
         self.loop = asyncio.new_event_loop()
+        self._stop = threading.Event()
         random.seed(config.seed)
         torch.manual_seed(config.seed)
-        self.scaffold = build_scaffold(config, config.rollout)
+        parts = {"scaffold": scaffold, "tools": tools, "tasks": tasks}
+        self.scaffold = build_scaffold(config, config.rollout, **parts)
         check_train(config, self.scaffold)  # what the run needs (sandbox, browser, servers), before the model loads
         require_chat_format(config.policy)  # the model's template, tool format and end of turn, before its weights
         eval_rollout = dataclasses.replace(config.rollout, temperature=config.eval.temperature)
-        self.eval_scaffold = build_scaffold(config, eval_rollout)
+        self.eval_scaffold = build_scaffold(config, eval_rollout, **parts)
         self.train_tasks = select_tiers(self.scaffold.tasks("train"), config.tiers)
         self.eval_tasks = select_tiers(self.eval_scaffold.tasks("test"), config.tiers)[: config.eval.max_tasks]
         if not self.train_tasks:
             tiers = f" in tiers {list(config.tiers)}" if config.tiers else ""
             raise ConfigError(f"scaffold {config.scaffold!r} has no training tasks{tiers}")
-        self.rewards = RewardStack.from_specs(config.rewards or self.scaffold.reward_names())
+        self.rewards = build_rewards(config.rewards or self.scaffold.reward_names(), rewards)
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
         self.context_window = context_window(self.model)
         self.learner = Learner(
@@ -80,9 +101,9 @@ class Trainer:
         compute = functools.partial(autocast, self.learner.precision, self.learner.device)
         self.policy = build_policy(config.policy, self.model, self.tokenizer, compute=compute)
         self.tools = self._tool_backend()
-        self.partial = self._partial_rollouts()
+        self.partial = PartialRollouts.for_run(config.rollout, self.scaffold, self.policy, self.tools, seed=config.seed)
         self.state = TrainerState(step=0, wall_s=0.0, policy_version=0)
-        if resume and (ckpt := latest_checkpoint(run_dir)) is not None:
+        if resume and (ckpt := latest_checkpoint(self.run_dir)) is not None:
             self.state = load_checkpoint(ckpt, self.model, self.learner)
             self.policy.version = self.state.policy_version
             if hasattr(self.policy, "refresh_weights"):  # a sampler with weights of its own gets the checkpoint's
@@ -90,18 +111,55 @@ class Trainer:
             if self.partial is not None:  # the carried groups' sessions died with the old process: re-issue them
                 self.partial.restore(load_carried(ckpt), {t.id: t for t in self.train_tasks})
         if resume:
-            rewind_logs(run_dir, self.state.step)
-        self.metrics = MetricsLogger(run_dir, tensorboard=config.tensorboard)
+            rewind_logs(self.run_dir, self.state.step)
+        self.metrics = MetricsLogger(
+            self.run_dir, tensorboard=config.tensorboard, logging=config.logging, run_config=config
+        )
 
     @classmethod
-    def from_run_dir(cls, run_dir: Path, overrides: Sequence[str] = ()) -> Trainer:
-        """Resume a run from its directory (its saved config, plus any overrides such as trainer.steps=…)."""
-        config = load_config(run_dir / "config.toml", overrides)
-        return cls(config, run_dir, resume=True)
+    def from_run_dir(cls, run_dir: str | Path, overrides: Sequence[str] = (), **parts: Any) -> Trainer:
+        """Resume a run from its directory (its saved config, plus any overrides such as trainer.steps=…); a run
+        built from Python objects takes the same objects again in `parts` (scaffold, tools, tasks, rewards)."""
+        config = load_config(Path(run_dir) / "config.toml", overrides)
+        return cls(config, run_dir, resume=True, **parts)
 
     # --- the loop --------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, float]:
+        """Train to the end (or to `trainer.max_minutes`); returns the last step's metrics. Inside a running event
+        loop (a notebook) the run goes on in a thread of its own while this call waits for it; an interrupt stops
+        it after the current step, checkpointed."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._run()
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentrl-trainer") as worker:
+            run = worker.submit(self._run)
+            try:
+                while True:
+                    with contextlib.suppress(concurrent.futures.TimeoutError):
+                        return run.result(timeout=0.2)  # short waits, so an interrupt reaches this thread
+            except KeyboardInterrupt:
+                self.stop()
+                run.result()
+                raise
+
+    async def arun(self) -> dict[str, float]:
+        """`run()` for async code: the run goes on in a thread of its own, so the caller's event loop stays free;
+        cancelling the await stops the run after the current step, checkpointed."""
+        worker = asyncio.ensure_future(asyncio.to_thread(self._run))
+        try:
+            return await asyncio.shield(worker)
+        except asyncio.CancelledError:
+            self.stop()
+            await asyncio.wait([worker])
+            raise
+
+    def stop(self) -> None:
+        """Ask a running `run()` to stop after the current step (checkpointed); safe from any thread."""
+        self._stop.set()
+
+    def _run(self) -> dict[str, float]:
         cfg = self.config
         (self.run_dir / "config.toml").write_text(dump_toml(cfg))
         started = time.monotonic() - self.state.wall_s
@@ -121,6 +179,10 @@ class Trainer:
                     last, out_of_time = self.train_step(self.state.step + 1, started, progress)
                     if out_of_time:
                         progress.log(f"stopping after {self.state.wall_s / 60:.1f} min (trainer.max_minutes)")
+                        break
+                    if self._stop.is_set():
+                        self.checkpoint(self.state.step, force=True)
+                        progress.log(f"stopped after step {self.state.step} (checkpointed)")
                         break
         finally:
             self.close()
@@ -241,8 +303,13 @@ class Trainer:
         self.policy.sync_weights()
 
     def evaluate(self, step: int) -> dict[str, float]:
-        """Held-out success of the current policy (the `eval.temperature` sampling distribution); its episodes go
-        to `trajectories/eval_step_*.jsonl`, so which held-out tasks a step solves can be read back."""
+        """Held-out success of the current policy (the `eval.temperature` sampling distribution) over the valid
+        episodes, with the infrastructure failures beside it (`eval/infra_errors`, `eval/episodes`; per scaffold
+        when several are mixed: `agentrl.eval.outcomes`); an evaluation whose every episode failed raises
+        `InfraError`. Its episodes go to `trajectories/eval_step_*.jsonl`, so which held-out tasks a step solves
+        can be read back."""
+        from agentrl.eval.outcomes import Outcome, heldout_metrics, require_valid
+
         if not self.eval_tasks:
             return {}
         t0 = time.monotonic()
@@ -256,20 +323,16 @@ class Trainer:
                 step=-1,
                 seed=self.config.seed,
                 max_concurrent=self.config.rollout.max_concurrent_trajectories,
+                timeout_s=self.config.rollout.trajectory_timeout_s,
             )
         )
         groups = self.score(groups)
         write_trajectories(self.run_dir, f"eval_step_{step:06d}.jsonl", groups)
         primary = self.rewards.names[0]
-        by_scaffold: dict[str, list[float]] = {}
-        for g in groups:
-            for t in g.valid:
-                by_scaffold.setdefault(g.task.scaffold or "all", []).append(success_of(t, primary))
-        everything = [s for v in by_scaffold.values() for s in v]
-        out = {"eval/success": sum(everything) / max(len(everything), 1), "time/eval_s": time.monotonic() - t0}
-        if len(by_scaffold) > 1:
-            out.update({f"eval/success/{k}": sum(v) / len(v) for k, v in by_scaffold.items()})
-        return out
+        outcomes = [Outcome.of(t, g.task.scaffold, success_of(t, primary)) for g in groups for t in g.trajectories]
+        require_valid(outcomes, f"the evaluation at step {step}")
+        out = {f"eval/{key}": value for key, value in heldout_metrics(outcomes).items()}
+        return out | {"time/eval_s": time.monotonic() - t0}
 
     def log(
         self, step: int, stats: dict[str, float], progress: TrainProgress, groups: Sequence[TrajectoryGroup] = ()
@@ -313,24 +376,6 @@ class Trainer:
             reference.to(torch.bfloat16)  # autocast computes in bf16 anyway: an fp32 copy would double its memory
         return reference
 
-    def _partial_rollouts(self) -> PartialRollouts | None:
-        r = self.config.rollout
-        if r.extra_groups_per_step <= 0:
-            return None
-        return PartialRollouts(
-            self.scaffold,
-            self.policy,
-            self.tools,
-            samples_per_prompt=r.samples_per_prompt,
-            groups_per_step=r.prompts_per_step,
-            extra_groups=r.extra_groups_per_step,
-            max_staleness_steps=r.max_staleness_steps,
-            seed=self.config.seed,
-            max_concurrent=r.max_concurrent_trajectories,
-            branching=r.branch_rule,
-            timeout_s=r.trajectory_timeout_s,
-        )
-
     def _tool_backend(self) -> ToolClient:
         cfg = self.config
         if cfg.tool_servers:
@@ -347,23 +392,3 @@ class Trainer:
             self.loop.run_until_complete(self.policy.aclose())
         self.loop.run_until_complete(self.tools.aclose())
         self.loop.close()
-
-
-def build_scaffold(config: RunConfig, rollout: Any) -> Any:
-    """The configured scaffold; `tools`, `tasks` and `system_prompt` configure the generic `react` one."""
-    if not (config.tools or config.tasks or config.system_prompt):
-        return load_scaffold(config.scaffold, rollout)
-    if config.scaffold != "react":
-        raise ConfigError("tools, tasks and system_prompt configure the react scaffold; set scaffold=react")
-    from agentrl.registry import TOOLSETS, import_path
-    from agentrl.scaffolds.react import DEFAULT_SYSTEM_PROMPT, ReactScaffold
-    from agentrl.tasks import task_source
-
-    tools = [import_path(TOOLSETS.get(spec, spec)) for spec in config.tools]
-    return ReactScaffold(
-        tools=tools,
-        tasks=task_source(config.tasks) if config.tasks else None,
-        system_prompt=config.system_prompt or DEFAULT_SYSTEM_PROMPT,
-        rewards=config.rewards or ("exact_match",),
-        rollout=rollout,
-    )

@@ -53,6 +53,10 @@ class Task:
     """`train` or `test` (held out)."""
     scaffold: str | None = None
     """The scaffold that owns the task, when several are mixed."""
+    messages: tuple[dict[str, Any], ...] = ()
+    """The chat messages that open the episode, when the task brings its own (OpenAI-style system, user,
+    assistant and tool messages: a system prompt, few-shot turns); `prompt` is then the text of their last user
+    message. Empty: the scaffold's system prompt, then `prompt` as the user message."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,8 @@ class Trajectory:
     messages: tuple[dict[str, Any], ...] = ()
     """The final conversation in OpenAI message format (for logging and template checks)."""
     reward: float | None = None
-    """Outcome reward after scoring; None before scoring and for infrastructure failures."""
+    """Outcome reward after scoring; None before scoring, for infrastructure failures, and when every weighted
+    reward abstained (no score is not a score of 0: such trajectories stay out of group statistics)."""
     reward_components: dict[str, float] = field(default_factory=dict)
     """The value of every reward that scored this trajectory (weight-0 metrics included), written by scoring."""
     measurements: dict[str, float] = field(default_factory=dict)

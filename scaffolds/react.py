@@ -1,6 +1,7 @@
 """The generic multi-turn tool-calling scaffold (ReAct style), token-exact.
 
-One episode: render the system and user messages with the policy's chat template, then alternate
+One episode: render the opening messages (the system prompt and the task's prompt, or the task's own chat
+messages) with the policy's chat template, then alternate
   policy turn → parse `<tool_call>` blocks → run the calls (concurrently) → append the results
 until a turn without tool calls (the answer), the turn limit, the token budget, or too many consecutive
 malformed turns. The ids the policy sampled are kept as they are; everything appended between turns is the
@@ -80,7 +81,13 @@ class ReactScaffold:
         return self._tool_names
 
     def initial_messages(self, task: Task) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
+        """The task's own messages (its few-shot turns included) when it has them, after the scaffold's system
+        prompt unless they bring one; else the system prompt and the task's prompt."""
+        system = {"role": "system", "content": self.system_prompt}
+        if task.messages:
+            messages = copy.deepcopy(list(task.messages))  # the episode appends to them; the task stays as it was
+            return messages if any(m.get("role") == "system" for m in messages) else [system, *messages]
+        return [system, {"role": "user", "content": task.prompt}]
 
     def extract_answer(self, parsed: ParsedTurn) -> str:
         return parsed.content

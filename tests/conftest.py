@@ -8,6 +8,9 @@ import pytest
 
 # litellm fetches a model price map from the internet at import unless told to use its bundled copy
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# nothing a test loads may come from the network: models and datasets are read from local paths and caches only
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 from agentrl.cli.bench import bench_app
 from agentrl.cli.doctor import doctor_app
 from agentrl.cli.evaluate import eval_app
+from agentrl.cli.hub import hub_app
 from agentrl.cli.lists import scaffolds_app, tools_app
 from agentrl.cli.serve import serve_app
 from agentrl.cli.swe import swe_app
@@ -68,7 +69,7 @@ def root(
     """Train tool-using LLM agents with RL."""
 
 
-for family in (train_app, eval_app, serve_app, doctor_app):
+for family in (train_app, eval_app, serve_app, doctor_app, hub_app):
     app.add_typer(family)
 app.add_typer(tools_app, name="tools")
 app.add_typer(scaffolds_app, name="scaffolds")

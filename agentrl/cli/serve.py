@@ -14,7 +14,25 @@ serve_app = typer.Typer()
 
 @serve_app.command("serve-tools")
 def serve_tools(
-    tools: Annotated[str, typer.Option(help="Comma-separated toolset names or import paths.")] = "echo",
+    tools: Annotated[
+        str | None, typer.Option(help="Comma-separated toolset names or import paths (default: echo, without --mcp).")
+    ] = None,
+    mcp: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp",
+            help="Serve an MCP server's tools, repeatable: a command (`python server.py`; every session starts its "
+            "own process) or a streamable-HTTP URL (`http://host:port/mcp`; every session its own MCP session).",
+        ),
+    ] = None,
+    mcp_prefix: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp-prefix",
+            help="Put this before the tool names of the --mcp at the same position (`fs_`; '' for none); give one "
+            "per --mcp.",
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (the first one with --replicas).")] = 8000,
     token: Annotated[
@@ -44,8 +62,9 @@ def serve_tools(
     ] = None,
     settings: Annotated[bool, typer.Option("--settings", help="List every setting with its default and exit.")] = False,
 ) -> None:
-    """Serve toolsets over the agentrl tool-server HTTP API."""
+    """Serve toolsets, and the tools of MCP servers, over the agentrl tool-server HTTP API."""
     from agentrl.config import field_docs, load_config
+    from agentrl.errors import ConfigError
     from agentrl.registry import TOOLSETS
     from agentrl.toolserver.app import serve
     from agentrl.toolserver.config import ToolServerConfig
@@ -56,13 +75,27 @@ def serve_tools(
         return
     overrides = list(set_ or [])
     server_config = load_config(config, overrides, cls=ToolServerConfig)
+    tools = tools if tools is not None or mcp else "echo"
     if replicas > 1:
+        if mcp:
+            raise ConfigError("--mcp does not combine with --replicas: start one `serve-tools --mcp` per port")
         _serve_tool_replicas(
             tools, host=host, port=port, token=token, replicas=replicas, config=config, overrides=overrides
         )
         return
-    specs = [TOOLSETS.get(t.strip(), t.strip()) for t in tools.split(",") if t.strip()]
+    specs: list[object] = [TOOLSETS.get(t.strip(), t.strip()) for t in (tools or "").split(",") if t.strip()]
+    specs += _mcp_toolsets(mcp or [], mcp_prefix)
     serve(specs, host=host, port=port, token=token, config=server_config)
+
+
+def _mcp_toolsets(servers: list[str], prefixes: list[str] | None) -> list[type]:
+    from agentrl.errors import ConfigError
+    from agentrl.toolserver.mcp_toolset import mcp_toolset
+
+    if prefixes is not None and len(prefixes) != len(servers):
+        raise ConfigError(f"give one --mcp-prefix per --mcp ('' for none): {len(prefixes)} for {len(servers)}")
+    prefixes = prefixes if prefixes is not None else [""] * len(servers)
+    return [mcp_toolset(server, prefix=prefix) for server, prefix in zip(servers, prefixes, strict=True)]
 
 
 def _serve_tool_replicas(
@@ -134,7 +167,8 @@ def serve(
 ) -> None:
     """Serve a local checkpoint over an OpenAI-compatible API (chat with tools, token-id completions).
 
-    Weight updates from a trainer (`/admin/weights`) are off unless --weights-token is set.
+    Chat streams token by token (`stream: true`), reports `top_logprobs` and enforces `tool_choice`
+    (docs/model_server.md). Weight updates from a trainer (`/admin/weights`) are off unless --weights-token is set.
     """
     from agentrl.serve.app import serve_model
 

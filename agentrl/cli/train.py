@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -46,12 +45,7 @@ def train(
             raise ConfigError(f"{resume} is not a run directory (no config.toml)")
         trainer = Trainer.from_run_dir(resume, extra)
     else:
-        cfg = load_config(config, extra)
-        run_dir = Path(cfg.output_dir) / (cfg.name or time.strftime("%Y%m%d-%H%M%S"))
-        if (run_dir / "checkpoints").exists():
-            raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another --name")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        trainer = Trainer(cfg, run_dir)
+        trainer = Trainer(load_config(config, extra))
     typer.echo(f"run directory: {trainer.run_dir}")
     try:
         trainer.run()
@@ -82,6 +76,10 @@ def sft(
     metrics = run_sft(model_obj, tokenizer, conversations, output_dir=str(output), settings=settings)
     model_obj.save_pretrained(output)
     tokenizer.save_pretrained(output)
+    from agentrl.train.model_card import write_model_card
+
+    scalars = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+    write_model_card(output, base_model=model, metrics=scalars)
     typer.echo(f"saved to {output}: {metrics}")
 
 

@@ -44,10 +44,9 @@ def _tokenizer_and_settings(config: PolicyConfig) -> tuple[Any, Any]:
     from agentrl.policy.loading import load_tokenizer, resolve_model_path
 
     try:
-        tokenizer = load_tokenizer(resolve_model_path(config.model))
+        tokenizer = load_tokenizer(resolve_model_path(config.model), local_files_only=config.local_files_only)
     except OSError as e:
         raise FileNotFoundError(
-            f"could not load the tokenizer of {config.model!r} from a local path or the local hub cache "
-            "(agentrl never downloads at run time)"
+            f"could not load the tokenizer of {config.model!r} from a local path, the local hub cache or the hub: {e}"
         ) from e
     return tokenizer, chat_settings(config, tokenizer)

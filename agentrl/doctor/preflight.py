@@ -10,7 +10,8 @@ scaffold's `toolsets()` and check, without loading the model or opening a tool s
 - the browser, when a toolset drives one (the GUI toolset), in this process too;
 - the tool servers named by `tool_servers`: each answers `GET /health` and accepts the token;
 - the policy backend: vLLM installed for `policy.backend=vllm`, the server at `policy.base_url` answering
-  `GET …/models` for `openai`; for `agentrl eval`, the endpoint at `base_url`.
+  `GET …/models` for `openai`; for `agentrl eval`, the endpoint at `base_url`;
+- the experiment tracker: wandb installed for `logging.wandb=true`.
 
 A failure raises what the user acts on, with one line saying what is missing and what to do: `DependencyError`
 (install something), `ConfigError` (change a setting), an `InfraError` (a server that did not answer). The local
@@ -57,6 +58,10 @@ Probe = Callable[[httpx.AsyncClient], Awaitable[None]]
 
 def check_train(config: RunConfig, scaffold: Any) -> None:
     """Raise the first thing `agentrl train` with `config` lacks (blocking; seconds at most)."""
+    if config.logging.wandb and importlib.util.find_spec("wandb") is None:
+        from agentrl.runlog.wandb_sink import INSTALL_HINT
+
+        raise DependencyError(INSTALL_HINT)
     probes: list[Probe] = []
     if config.tool_servers:
         probes += [functools.partial(_check_tool_server, url, config.tool_server_token) for url in config.tool_servers]

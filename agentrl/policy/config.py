@@ -30,12 +30,17 @@ class PolicyConfig:
     model: str = "tiny"
     """Model to train: `tiny` (the shipped tiny policy: code, search), `tiny-extended` (its stage trained on the
     easy tiers of terminal, GUI and SWE too), `tiny-swe` (that stage trained further on SWE drills), a local
-    checkpoint path, or a hub id already cached."""
+    checkpoint path, or a hub id (downloaded unless `local_files_only`)."""
+    local_files_only: bool | None = None
+    """Load `model` only from a local path or the local hub cache, never downloading (a model not cached fails at
+    once, saying how to download it); None = true when $HF_HUB_OFFLINE is set, else false."""
     backend: str = "transformers"
     """Sampler backend: `transformers` (in-process), `vllm` (an in-process vLLM engine on the GPU, weights synced
     from the learner each step; the `vllm` extra) or `openai` (an OpenAI-compatible completions server)."""
-    base_url: str | None = None
-    """Base URL of the OpenAI-compatible server for the `openai` backend."""
+    base_url: str | tuple[str, ...] | None = None
+    """Base URL of the OpenAI-compatible server for the `openai` backend, or of several serving the same model
+    (comma-separated, `http://a:8000/v1,http://b:8000/v1`, or a TOML list): a trajectory's requests stay on one
+    server, new trajectories go to the least-loaded, and every server gets each weight update."""
     api_key: str | None = None
     """API key for the `openai` backend (defaults to $OPENAI_API_KEY, then `EMPTY`)."""
     device: str = "auto"
@@ -80,3 +85,10 @@ class PolicyConfig:
     logprob gap grows."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """The in-process vLLM engine (`backend=vllm`)."""
+
+    @property
+    def base_urls(self) -> tuple[str, ...]:
+        """`base_url` as one URL per server (a comma-separated string split); empty when unset."""
+        from agentrl.policy.server_pool import server_urls
+
+        return server_urls(self.base_url)

@@ -1,17 +1,23 @@
 """Load the policy model and tokenizer named by a `PolicyConfig`, and build the sampler backend over it.
 
 `tiny`, `tiny-extended` and `tiny-swe` resolve to the checkpoints shipped inside the package; anything else is a
-local path or a hub id that must already be in the local cache (nothing is downloaded at run time: `HF_HUB_OFFLINE` is
-honoured and a missing model fails with a message saying so).
+local path or a hub id. `policy.local_files_only` (on by default when `HF_HUB_OFFLINE` is set) reaches every
+`from_pretrained` (model, its generation config and adapters, tokenizer): nothing is downloaded, and a hub id that is
+not in the local cache fails at once with an `InputError` saying how to download it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from agentrl.errors import InputError
 from agentrl.policy.config import PolicyConfig
+
+OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+"""Either set to 1/true/yes/on puts the hub libraries offline; then `policy.local_files_only=None` means true."""
 
 
 def resolve_model_path(name: str) -> str:
@@ -37,8 +43,24 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def load_tokenizer(path: str) -> Any:
-    """The checkpoint's tokenizer, exactly as its `tokenizer.json` defines it.
+def resolve_local_files_only(setting: bool | None) -> bool:
+    """`policy.local_files_only`, with None read as "is the hub offline" ($HF_HUB_OFFLINE, at call time)."""
+    if setting is not None:
+        return setting
+    return any(os.environ.get(name, "").upper() in ("1", "ON", "YES", "TRUE") for name in OFFLINE_ENV)
+
+
+def not_cached(model: str) -> InputError:
+    """The error for a hub id that is not in the local cache while downloads are off."""
+    return InputError(
+        f"model {model!r} is not in the local hub cache and downloads are off (policy.local_files_only, or "
+        f"HF_HUB_OFFLINE); download it first: hf download {model}"
+    )
+
+
+def load_tokenizer(path: str, *, local_files_only: bool | None = None) -> Any:
+    """The checkpoint's tokenizer, exactly as its `tokenizer.json` defines it; `local_files_only` as
+    `policy.local_files_only`.
 
     transformers maps some model types (qwen2 among them) to a tokenizer class that rebuilds the pre-tokenizer
     from its own defaults, whatever `tokenizer.json` says; the tiny policy splits numbers into chunks of three, so
@@ -47,13 +69,19 @@ def load_tokenizer(path: str) -> Any:
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    offline = resolve_local_files_only(local_files_only)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=offline)
+    except OSError as e:
+        if offline and not Path(path).exists():
+            raise not_cached(path) from e
+        raise
     spec = Path(path) / "tokenizer.json"
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if spec.is_file() and backend is not None:
         saved = json.loads(spec.read_text()).get("pre_tokenizer")
         if json.loads(backend.to_str()).get("pre_tokenizer") != saved:
-            tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=offline)
     return tokenizer
 
 
@@ -79,14 +107,16 @@ def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) ->
     dtype = dtypes.get(config.dtype)
     if dtype is None:
         dtype = torch.float32 if trainable or device == "cpu" else torch.bfloat16
+    offline = resolve_local_files_only(config.local_files_only)
     try:
-        tokenizer = load_tokenizer(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        tokenizer = load_tokenizer(path, local_files_only=offline)
+        # the generation config, and the base model of a LoRA adapter folder, load under the same flag
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=offline)
     except OSError as e:
-        raise FileNotFoundError(
-            f"could not load model {config.model!r} from a local path or the local hub cache "
-            "(agentrl never downloads weights at run time)"
-        ) from e
+        if offline and not Path(path).exists():
+            raise not_cached(config.model) from e
+        where = "a local path or the local hub cache" if offline else "a local path, the local hub cache or the hub"
+        raise FileNotFoundError(f"could not load model {config.model!r} from {where}: {e}") from e
     model.to(device)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

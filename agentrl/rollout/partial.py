@@ -108,6 +108,25 @@ class PartialStats:
 class PartialRollouts:
     """APRIL across training steps; one instance lives as long as the run (and its event loop)."""
 
+    @classmethod
+    def for_run(cls, rollout: Any, scaffold: Any, policy: Any, tools: Any, *, seed: int) -> PartialRollouts | None:
+        """Partial rollouts as `rollout` (a `RolloutConfig`) configures them; None when it asks for none."""
+        if rollout.extra_groups_per_step <= 0:
+            return None
+        return cls(
+            scaffold,
+            policy,
+            tools,
+            samples_per_prompt=rollout.samples_per_prompt,
+            groups_per_step=rollout.prompts_per_step,
+            extra_groups=rollout.extra_groups_per_step,
+            max_staleness_steps=rollout.max_staleness_steps,
+            seed=seed,
+            max_concurrent=rollout.max_concurrent_trajectories,
+            branching=rollout.branch_rule,
+            timeout_s=rollout.trajectory_timeout_s,
+        )
+
     def __init__(
         self,
         scaffold: Any,

@@ -1,4 +1,5 @@
-"""Scalar metrics of a run: `metrics.jsonl` in the run directory, mirrored to TensorBoard.
+"""Scalar metrics of a run: `metrics.jsonl` in the run directory, mirrored to TensorBoard and, with
+`logging.wandb=true`, to Weights & Biases (`wandb_sink.py`).
 
     with MetricsLogger("runs/demo") as metrics:
         metrics.log(1, {"reward/mean": 0.41, "success/mean": 0.41})
@@ -23,12 +24,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from agentrl.runlog.config import LoggingConfig
+from agentrl.runlog.wandb_sink import WandbSink
 
 if TYPE_CHECKING:
     from typing import Self
@@ -40,11 +45,22 @@ Record = dict[str, Any]
 
 
 class MetricsLogger:
-    """Appends one JSON line per `log` call to `run_dir/metrics.jsonl`; optionally writes TensorBoard scalars."""
+    """Appends one JSON line per `log` call to `run_dir/metrics.jsonl`; optionally writes TensorBoard scalars and
+    mirrors the run to W&B (`logging.wandb`, with `run_config` as the W&B run's config)."""
 
-    def __init__(self, run_dir: str | Path, *, tensorboard: bool = True) -> None:
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        tensorboard: bool = True,
+        logging: LoggingConfig | None = None,
+        run_config: Any = None,
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._wandb: WandbSink | None = None
+        if logging is not None and logging.wandb and _is_main_process():
+            self._wandb = WandbSink(self.run_dir, logging, config=run_config)
         self.path = self.run_dir / METRICS_FILE
         _drop_partial_last_line(self.path)
         previous = _read_records(self.path)
@@ -71,13 +87,20 @@ class MetricsLogger:
         self._file.write(json.dumps(record, allow_nan=True) + "\n")
         self._file.flush()
         self._log_tensorboard(int(step), values)
+        if self._wandb is not None:
+            self._wandb.log(int(step), values)
 
     def close(self) -> None:
+        """Close the file and the writers; the W&B run gets the run's plots and ends (failed when an exception is
+        on its way out: `Trainer` closes from a `finally`)."""
         if not self._file.closed:
             self._file.close()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self._wandb is not None:
+            sink, self._wandb = self._wandb, None
+            sink.finish(failed=sys.exc_info()[0] is not None)
 
     def __enter__(self) -> Self:
         return self
@@ -151,6 +174,11 @@ def series(records: list[Record], key: str, x: str = "step") -> tuple[list[float
             xs.append(float(xv))
             ys.append(float(yv))
     return xs, ys
+
+
+def _is_main_process() -> bool:
+    """Whether this process logs for the run: one W&B run per run, however many processes train it."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _step_of(line: str) -> int | None:

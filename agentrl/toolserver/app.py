@@ -9,7 +9,8 @@
     POST   /sessions/{id}/fork      → {"session_id"} of a copy of the session's state
 
 Tool failures are results with `is_error: true` and HTTP 200; only malformed requests (4xx), unknown sessions
-(404) and load limits (503, with `Retry-After`; the client backs off and retries) are HTTP errors. A session
+(404), load limits (503, with `Retry-After`; the client backs off and retries) and infrastructure that failed
+under a session (500: the MCP server behind a call died, say) are HTTP errors. A session
 made for a requester that hung up meanwhile (open or fork) is closed at once. The state
 behind the app — sessions, sandboxes, admission control, expiry — is `agentrl.toolserver.sessions.ToolSessions`.
 
@@ -32,6 +33,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
+from agentrl.errors import InfraError, one_line
 from agentrl.toolserver.config import ToolServerConfig
 from agentrl.toolserver.sessions import SessionError, ToolSessions
 
@@ -87,6 +89,11 @@ def create_app(
     async def session_error(request: Request, exc: SessionError) -> JSONResponse:
         headers = {"Retry-After": "1"} if exc.status == 503 else None
         return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
+
+    @app.exception_handler(InfraError)
+    async def infra_error(request: Request, exc: InfraError) -> JSONResponse:
+        # Not a tool's failure for the policy to read: the client raises it, and the episode ends as INFRA_ERROR.
+        return JSONResponse({"detail": one_line(exc)}, status_code=500)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """`ToolSessions`: the state behind one tool server — toolsets, open sessions, their sandboxes and calls.
 
-A session owns one instance of each toolset class it uses, and one `SessionSandbox` shared by its sandboxed
-toolsets (code, terminal, files see the same workspace), started on first use. Calls of one session may run
+A session owns one instance of each toolset class it uses, opened with the session (an MCP toolset starts its
+server there), and one `SessionSandbox` shared by its sandboxed toolsets (code, terminal, files see the same
+workspace), started on first use. Calls of one session may run
 concurrently unless the toolset class sets `serial = True`. A repeated `call_id` returns the first call's
 result, even while that call still runs, so a client may retry a call whose response it lost.
 
@@ -30,7 +31,7 @@ from agentrl.tool import FunctionTool
 from agentrl.toolserver.admission import Admission, Overloaded
 from agentrl.toolserver.config import ToolServerConfig
 from agentrl.toolserver.metrics import ToolServerMetrics
-from agentrl.toolserver.toolsets import Toolset, close_instance, fork_instance, resolve_toolsets
+from agentrl.toolserver.toolsets import Toolset, close_instance, fork_instance, open_instance, resolve_toolsets
 from agentrl.types import ToolResult
 
 logger = logging.getLogger(__name__)
@@ -126,6 +127,10 @@ class ToolSessions:
         try:
             for index in used:
                 instances[index] = self.toolsets[index].instantiate(sandbox)
+                await open_instance(instances[index])
+        except asyncio.CancelledError:
+            await self._close(instances, sandbox)  # an opened instance may hold a process (an MCP server)
+            raise
         except Exception as exc:
             await self._close(instances, sandbox)
             label = self.toolsets[index].label
@@ -150,7 +155,8 @@ class ToolSessions:
                 )
             except Exception as exc:
                 await self._close(instances, sandbox)
-                message = f"cannot fork toolset {toolset.label}: {type(exc).__name__}: {exc}; give it a fork() method"
+                hint = "" if hasattr(instance, "fork") else "; give it a fork() method"
+                message = f"cannot fork toolset {toolset.label}: {type(exc).__name__}: {exc}{hint}"
                 raise SessionError(409, message) from exc
         forked = self._register(session.names, instances, sandbox)
         self.metrics.forks.observe(time.perf_counter() - start)

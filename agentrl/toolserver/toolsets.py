@@ -2,7 +2,11 @@
 
 A spec is a `FunctionTool`, a module (its module-level tools), a toolset class (one instance per session), or
 a dotted import path naming one of those: `"pkg.module"`, `"pkg.module:ClassName"`, `"pkg.module.ClassName"`.
-Tool names are unique across all the specs of one server.
+`"mcp:COMMAND"` or `"mcp:URL"` names an MCP server's tools (`agentrl.toolserver.mcp_toolset`). Tool names are
+unique across all the specs of one server.
+
+An instance's optional hooks run as its session does: `open()` when the session opens (its failure fails the
+opening), `fork()` when it is forked, `close()` when it ends.
 """
 
 from __future__ import annotations
@@ -90,13 +94,21 @@ def resolve_toolsets(specs: Sequence[object | str]) -> list[Toolset]:
     for toolset in toolsets:
         for name, tool in toolset.tools.items():
             if name in owners and owners[name][1] is not tool:
-                raise ConfigError(f"tool name {name!r} is defined by both {owners[name][0].label} and {toolset.label}")
+                raise ConfigError(
+                    f"tool name {name!r} is defined by both {owners[name][0].label} and {toolset.label}; rename one "
+                    "(an MCP server's tools take a prefix: `--mcp-prefix`, `mcp_toolset(..., prefix=)`)"
+                )
             owners[name] = (toolset, tool)
     return toolsets
 
 
 def _resolve(spec: object | str) -> Toolset:
-    obj = import_path(spec) if isinstance(spec, str) else spec
+    if isinstance(spec, str) and spec.startswith("mcp:"):
+        from agentrl.toolserver.mcp_toolset import toolset_from_spec
+
+        obj: Any = toolset_from_spec(spec)
+    else:
+        obj = import_path(spec) if isinstance(spec, str) else spec
     label = spec if isinstance(spec, str) else getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
     if isinstance(obj, (FunctionTool, types.ModuleType)):
         tools, cls = collect_tools(obj), None
@@ -120,6 +132,14 @@ async def fork_instance(instance: Any) -> Any:
     if callable(fork):
         return await _maybe_await(fork())
     return copy.deepcopy(instance)
+
+
+async def open_instance(instance: Any) -> None:
+    """Call the instance's `open()` if it has one (an MCP toolset starts its server there); a tool named `open`
+    is not that hook."""
+    open_ = getattr(instance, "open", None)
+    if callable(open_) and not isinstance(open_, FunctionTool):
+        await _maybe_await(open_())
 
 
 async def close_instance(instance: Any) -> None:

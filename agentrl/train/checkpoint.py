@@ -4,7 +4,8 @@
 LoRA adapters), `learner.pt` (optimizer state and RNG states), `trainer_state.json` (step counters),
 `carried_groups.json` (the partial-rollout groups carried into the next step, as tasks to re-issue: see
 `agentrl/rollout/partial.py`), and `policy/` (a `save_pretrained` export that `agentrl eval --model` and
-`agentrl serve --model` load directly).
+`agentrl serve --model` load directly and `agentrl push` uploads, with a model card as its `README.md`: see
+`model_card.py`).
 A checkpoint is written to a temporary directory and renamed into place, so a run killed mid-save never leaves a
 half-written checkpoint that `--resume` would pick up.
 """
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from agentrl.train.model_card import write_run_model_card
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ def save_checkpoint(
     (tmp / CARRIED_FILE).write_text(json.dumps([dict(entry) for entry in carried], indent=2))
     model.save_pretrained(tmp / "policy")
     tokenizer.save_pretrained(tmp / "policy")
+    write_run_model_card(tmp / "policy", run_dir, state.step)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     _prune(run_dir / "checkpoints", keep)

@@ -39,7 +39,7 @@ def one_error_line(result) -> str:
 
 def test_user_errors_are_one_line_with_exit_code_2(tmp_path):
     cases = {
-        ("train", "scaffold=nope"): "unknown scaffold 'nope'; known: code",
+        ("train", "scaffold=nope"): "unknown scaffold 'nope'; known: agent, code",
         ("train", "trainer.lrr=1"): "unknown config key 'trainer.lrr'",
         ("train", "--resume", str(tmp_path)): "is not a run directory",
         ("eval", "--tasks", str(tmp_path / "missing.jsonl")): "does not exist",

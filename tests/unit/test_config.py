@@ -66,3 +66,38 @@ def test_configs_are_frozen():
     cfg = RunConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.seed = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["tasks=data/q.jsonl", "tasks.prompt_column=q", "tasks.test_fraction=0.25"],
+        ["tasks.prompt_column=q", "tasks=data/q.jsonl", "tasks.test_fraction=0.25"],
+        ["tasks.path=data/q.jsonl", "tasks.prompt_column=q", "tasks.test_fraction=0.25"],
+    ],
+)
+def test_a_bare_task_source_is_short_for_its_path_in_either_order(overrides):
+    tasks = load_config(None, overrides).tasks
+    assert (tasks.path, tasks.prompt_column, tasks.test_fraction) == ("data/q.jsonl", "q", 0.25)
+    assert tasks and not RunConfig().tasks  # `if config.tasks:` reads as "tasks were given"
+
+
+def test_a_bare_task_source_in_toml_and_its_round_trip(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('scaffold = "react"\ntasks = "org/name"\n')
+    cfg = load_config(path, ["tasks.answer_column=a"])
+    assert (cfg.tasks.path, cfg.tasks.answer_column) == ("org/name", "a")
+    path.write_text(dump_toml(cfg))
+    assert load_config(path) == cfg
+    from agentrl.config import EvalRunConfig
+
+    assert load_config(None, ["tasks=x.parquet"], cls=EvalRunConfig).tasks.path == "x.parquet"
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [("tasks.test_fraction=1.0", "test_fraction must be in"), ("tasks.prompt=q", "unknown config key 'tasks.prompt'")],
+)
+def test_bad_task_source_settings_fail_with_a_message(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, ["tasks=t.jsonl", override])
