@@ -15,15 +15,16 @@ AggregationFn = Callable[..., Tensor]
 def token_mean(
     masked_B_T: Tensor, mask_B_T: Tensor, *, num_sequences: int, num_tokens: int, norm_tokens: int
 ) -> Tensor:
-    """Σ L·m / num_tokens — every token weighs the same (DAPO, Yu et al. 2025)."""
+    """Σ L·m / num_tokens — every token of the mini-batch weighs the same (DAPO, Yu et al. 2025, "DAPO: An
+    Open-Source LLM Reinforcement Learning System at Scale")."""
     return masked_B_T.sum() / max(num_tokens, 1)
 
 
 def seq_mean_token_mean(
     masked_B_T: Tensor, mask_B_T: Tensor, *, num_sequences: int, num_tokens: int, norm_tokens: int
 ) -> Tensor:
-    """Σ_i (Σ_t L·m / |o_i|) / num_sequences — GRPO as written (Shao et al. 2024, "DeepSeekMath"); rows without
-    loss tokens add 0."""
+    """Σ_i (Σ_t L·m / |o_i|) / num_sequences — GRPO as written (Shao et al. 2024, "DeepSeekMath"), |o_i| the
+    sequence's loss tokens; rows without loss tokens add 0 and are not counted."""
     tokens_B = mask_B_T.sum(-1).clamp(min=1).to(masked_B_T.dtype)
     return (masked_B_T.sum(-1) / tokens_B).sum() / max(num_sequences, 1)
 
@@ -31,7 +32,8 @@ def seq_mean_token_mean(
 def seq_mean_token_sum(
     masked_B_T: Tensor, mask_B_T: Tensor, *, num_sequences: int, num_tokens: int, norm_tokens: int
 ) -> Tensor:
-    """Σ_i Σ_t L·m / num_sequences — a sequence weighs by its number of loss tokens (verl's name)."""
+    """Σ_i Σ_t L·m / num_sequences — a sequence weighs by its number of loss tokens (verl's `seq-mean-token-sum`;
+    no paper). Deviation from verl: num_sequences counts the sequences with at least one loss token."""
     return masked_B_T.sum() / max(num_sequences, 1)
 
 
@@ -41,7 +43,9 @@ def seq_mean_token_sum_norm(
     """Σ_i Σ_t L·m / (num_sequences · norm_tokens) — Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like
     Training"): the per-sequence 1/|o_i| is replaced by one constant MAX_TOKENS (`trainer.loss_agg_norm_tokens`,
     by default the episode token budget), which removes the length bias. Only loss-mask (policy) tokens are summed;
-    prompt and tool-output tokens never count, and the constant does not depend on the batch."""
+    prompt and tool-output tokens never count, and the constant does not depend on the batch. The 1/G mean over
+    sequences is the paper's; verl's mode of this name divides the sum by the constant alone (a learning-rate
+    factor of the batch size), and by default takes the padded response width for it."""
     return masked_B_T.sum() / max(num_sequences * norm_tokens, 1)
 
 

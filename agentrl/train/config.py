@@ -47,8 +47,9 @@ class TrainerConfig:
     `kl_cov` act only through later ones and are refused (ConfigError) when minibatches_per_step × update_epochs
     is 1; `ppo_clip` then is the plain policy gradient (GRPO with one update per batch)."""
     loss_agg: str = "token-mean"
-    """Loss aggregation: `token-mean` (DAPO), `seq-mean-token-mean` (GRPO), `seq-mean-token-sum` or
-    `seq-mean-token-sum-norm` (Dr. GRPO: each sequence's summed policy-token loss / loss_agg_norm_tokens)."""
+    """Loss aggregation over the mini-batch's policy tokens: `token-mean` (DAPO: Σ / tokens), `seq-mean-token-mean`
+    (GRPO: mean over sequences of each one's mean), `seq-mean-token-sum` (mean over sequences of each one's sum) or
+    `seq-mean-token-sum-norm` (Dr. GRPO: mean over sequences of each one's sum / loss_agg_norm_tokens)."""
     loss_agg_norm_tokens: int = 0
     """Dr. GRPO's constant MAX_TOKENS for `seq-mean-token-sum-norm`; 0 = the episode token budget
     (rollout.max_tokens_per_episode)."""
@@ -87,8 +88,9 @@ class TrainerConfig:
     a batch's first trains on a policy that has moved, which is where the ratio, its clip and the named losses act;
     with 1 (and update_epochs = 1) the ratio is always 1."""
     update_epochs: int = 1
-    """Passes over the batch per training step (PPO epochs); the samples are shuffled into mini-batches anew in
-    every pass, seeded by the step."""
+    """Passes over the batch per training step (PPO epochs), all against the same π_old (the weights that sampled
+    it); the samples are shuffled into mini-batches anew in every pass, seeded by the step and the pass. Optimizer
+    steps per batch = minibatches_per_step × update_epochs."""
     skip_zero_advantage_groups: bool = True
     """Leave groups whose advantages are all zero out of the update (they carry no gradient)."""
     credit: str = "trajectory"
@@ -123,8 +125,12 @@ class TrainerConfig:
     """Sampler-mismatch correction: weight each token's policy loss by π_old / π_sampler truncated at (or, for the
     `_mask` modes, dropped above) this cap; 0 = off."""
     tis_mode: str = "token"
-    """With tis_cap > 0: `token` (min(ρ_t, cap)), `sequence` (min(Π_t ρ_t, cap) on the whole sequence),
-    `token_mask` (ρ_t, or 0 where ρ_t > cap) or `sequence_mask` (Π_t ρ_t, or 0 for the sequence above cap)."""
+    """With tis_cap > 0: `token` (min(ρ_t, cap), TIS), `sequence` (min(Π_t ρ_t, cap) on the whole sequence),
+    `token_mask` (ρ_t, or 0 where ρ_t is outside [tis_floor, cap]: MIS, IcePop with a floor) or `sequence_mask`
+    (Π_t ρ_t, or 0 for the whole sequence outside [tis_floor, cap])."""
+    tis_floor: float = 0.0
+    """`_mask` tis modes: also drop tokens (sequences) whose ratio is below this; 0 = no floor (MIS). IcePop uses
+    tis_floor = 0.5 with tis_cap = 5."""
 
     @property
     def entropy_alpha(self) -> float:

@@ -125,7 +125,8 @@ def gspo_loss(
     token; with per-sequence advantages and `loss_agg = seq-mean-token-mean` its gradient is exactly GSPO's
     (1/G)·Σ_i s_i·A_i·(1/|y_i|)·Σ_t ∇logπ_{i,t}, with `token-mean` each sequence weighs by its length.
     The clip acts on s_i with the paper's ranges `sequence_clip_low` / `sequence_clip_high` (3e-4 / 4e-4,
-    `trainer.sequence_clip_*`); the token-level `clip_low` / `clip_high` and `dual_clip` are not used.
+    `trainer.sequence_clip_*`); the token-level `clip_low` / `clip_high` and `dual_clip` are not used (the paper
+    has no dual clip). Deviation: the sequence log-ratio is clamped to ±20 (verl: ≤ 10) so exp cannot overflow.
     """
     if mask_B_T is None:
         mask_B_T = torch.ones_like(logprobs_B_T, dtype=torch.bool)
@@ -182,8 +183,9 @@ def entropy_aware_advantages(
     """AEPO entropy-aware advantage A_t·(1 + α·sg(z_t)), z_t = (H_t − mean H) / std H over the valid tokens.
 
     Dong et al. 2025 (AEPO, arXiv 2510.14545), α = 0.2 in the code. Statistics come from `mask_B_T` tokens only
-    (population std, eps-guarded) of whatever batch the caller passes; the learner passes a whole mini-batch
-    so the result does not depend on micro-batch packing (the AEPO code uses per-micro-batch statistics).
+    of whatever batch the caller passes; the learner passes a whole mini-batch so the result does not depend on
+    micro-batch packing. Deviations from the AEPO code (per-micro-batch statistics, the sample std, replaced by 1
+    when it is 0): the population std, with `eps` added to it.
     """
     mask_B_T = mask_B_T.bool()
     entropy_B_T = entropy_B_T.detach()

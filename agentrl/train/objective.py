@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Collection
 from typing import Any
 
 from torch import Tensor
@@ -36,8 +37,12 @@ def check_trainer_config(config: TrainerConfig) -> None:
     _check_choice("kl_estimator", config.kl_estimator, KL_ESTIMATORS)
     if config.update_epochs < 1 or config.minibatches_per_step < 1:
         raise ConfigError("trainer.update_epochs and trainer.minibatches_per_step must be >= 1")
-    if config.loss_agg_norm_tokens < 0 or config.tis_cap < 0:
-        raise ConfigError("trainer.loss_agg_norm_tokens and trainer.tis_cap must be >= 0")
+    if config.loss_agg_norm_tokens < 0 or config.tis_cap < 0 or config.tis_floor < 0:
+        raise ConfigError("trainer.loss_agg_norm_tokens, trainer.tis_cap and trainer.tis_floor must be >= 0")
+    if config.tis_floor > 0 and not (config.tis_mode.endswith("_mask") and config.tis_floor < config.tis_cap):
+        raise ConfigError(
+            "trainer.tis_floor needs trainer.tis_mode=token_mask or sequence_mask and trainer.tis_cap > tis_floor"
+        )
     if not 0 < config.cov_token_fraction <= 1:
         raise ConfigError("trainer.cov_token_fraction must be in (0, 1]")
     if config.kl_in_reward and config.kl_coef <= 0:
@@ -50,7 +55,7 @@ def check_trainer_config(config: TrainerConfig) -> None:
         )
 
 
-def _check_choice(key: str, value: str, known: tuple[str, ...]) -> None:
+def _check_choice(key: str, value: str, known: Collection[str]) -> None:
     if value not in known:
         raise ConfigError(f"unknown trainer.{key} {value!r}; known: {', '.join(known)}")
 
@@ -128,7 +133,7 @@ class Objective:
         )
         if config.tis_cap > 0:
             weights_B_T1, over_cap_B_T1 = importance_weights(
-                config.tis_mode, old_B_T1, batch.sampler_logprobs_B_T1, mask_B_T1, config.tis_cap
+                config.tis_mode, old_B_T1, batch.sampler_logprobs_B_T1, mask_B_T1, config.tis_cap, config.tis_floor
             )
             loss_B_T1 = loss_B_T1 * weights_B_T1
             _accumulate(token_sums, "tis_weight", _masked_sum(weights_B_T1, mask_B_T1))

@@ -17,7 +17,8 @@ def importance_ratio(logprobs_B_T: Tensor, old_logprobs_B_T: Tensor) -> Tensor:
 def clipped_surrogate(
     ratio_B_T: Tensor, advantages_B_T: Tensor, clip_low: float, upper: float | Tensor, dual_clip: float
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """max(−A·ρ, −A·clip(ρ, 1 − ε_low, upper)), then the dual clip min(·, −A·c) for A < 0, with stats.
+    """max(−A·ρ, −A·clip(ρ, 1 − ε_low, upper)), then the dual clip min(·, −A·c) for A < 0, with stats: PPO's clipped
+    surrogate (Schulman et al. 2017) with the dual clip of Ye et al. 2020, as verl's `compute_policy_loss`.
 
     `upper` may be a tensor (AEPO's gradient-carrying bound); the clamp is a `where`, so a clamped token's
     gradient is the bound's. Stats are 0/1 float indicators of shape B_T (`clip_frac_low`, `clip_frac_high`,

@@ -181,6 +181,7 @@ def test_gradient_accumulation_is_exact_over_epochs_losses_and_importance_weight
             loss=loss,
             tis_cap=1.5,
             tis_mode=tis_mode,
+            tis_floor=0.2 if tis_mode == "token_mask" else 0.0,
             update_epochs=2,
             minibatches_per_step=2,
             max_tokens_per_microbatch=budget,
@@ -239,15 +240,18 @@ def test_lora_trains_only_adapters_and_is_its_own_reference():
     assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters() if "lora_B" in n)
 
 
-def test_kl_to_reference_model():
+@pytest.mark.parametrize(("estimator", "in_reward"), [("k3", False), ("k2", False), ("k2", True)])
+def test_kl_to_reference_model(estimator, in_reward):
     model = tiny_model(dtype=torch.float32)
     ref_model = copy.deepcopy(model).eval()
-    learner = Learner(model, config(kl_coef=0.5, minibatches_per_step=1), pad_token_id=PAD, ref_model=ref_model)
+    trainer = config(kl_coef=0.5, kl_estimator=estimator, kl_in_reward=in_reward, minibatches_per_step=1)
+    learner = Learner(model, trainer, pad_token_id=PAD, ref_model=ref_model)
     first = learner.update(make_samples())
     assert first["kl"] == pytest.approx(0.0, abs=1e-7)
     second = learner.update(make_samples())
     assert second["kl"] > 0
-    assert second["loss"] != pytest.approx(second["pg_loss"])
+    # in the reward the penalty moves the advantages, so the loss has no KL term of its own
+    assert (second["loss"] == pytest.approx(second["pg_loss"])) == in_reward
 
 
 def test_kl_without_reference_is_a_clear_error():

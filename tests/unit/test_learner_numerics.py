@@ -194,8 +194,13 @@ def test_one_optimizer_step_per_batch_has_ratio_one_and_refuses_the_losses_that_
     assert metrics["optimizer_steps"] == 1
     assert metrics["clip_frac_high"] == metrics["clip_frac_low"] == 0.0  # ppo_clip is the plain policy gradient
     for loss in ("aepo", "gspo", "cispo", "kl_cov"):
-        with pytest.raises(ConfigError, match="trainer.minibatches_per_step"):
-            Learner(small_model(), TrainerConfig(loss=loss, minibatches_per_step=1), pad_token_id=0)
+        with pytest.raises(ConfigError) as refused:
+            Learner(small_model(), TrainerConfig(loss=loss, minibatches_per_step=1, update_epochs=1), pad_token_id=0)
+        # one line naming the keys to change and the alternative
+        message = str(refused.value)
+        assert "\n" not in message and f"trainer.loss={loss}" in message, message
+        for key in ("trainer.minibatches_per_step", "trainer.update_epochs", "trainer.loss=ppo_clip"):
+            assert key in message, (key, message)
 
 
 def test_update_epochs_reuse_the_batch_with_the_pre_update_policy_as_old():
@@ -209,14 +214,14 @@ def test_update_epochs_reuse_the_batch_with_the_pre_update_policy_as_old():
 
 
 def test_minibatch_order_is_a_permutation_seeded_by_step_and_epoch():
-    learner = Learner(small_model(), TrainerConfig(), pad_token_id=0)
-    first = learner._shuffled(32, 0)
-    assert sorted(first) == list(range(32)) and first != list(range(32))
-    assert learner._shuffled(32, 0) == first and learner._shuffled(32, 1) != first
+    learner = Learner(small_model(), TrainerConfig(update_epochs=2), pad_token_id=0)
+    first, second = learner._orders(32)
+    assert sorted(first) == sorted(second) == list(range(32)) and first != list(range(32))
+    assert learner._orders(32)[0] == first and second != first
     learner.step = 1
-    assert learner._shuffled(32, 0) != first
-    single = Learner(small_model(), TrainerConfig(minibatches_per_step=1), pad_token_id=0)
-    assert single._shuffled(32, 0) == list(range(32))
+    assert learner._orders(32)[0] != first
+    single = Learner(small_model(), TrainerConfig(minibatches_per_step=1, update_epochs=2), pad_token_id=0)
+    assert single._orders(32) == [list(range(32))] * 2
 
 
 def test_dr_grpo_constant_is_the_episode_budget_and_ignores_prompt_and_tool_tokens():

@@ -1,10 +1,12 @@
-"""Every registered policy loss and every aggregation against numbers worked by hand from its paper's definition,
-and the mutation matrix: with any registered loss (aggregation) put in another's place, that one's check fails.
+"""Every registered policy loss, aggregation, KL estimator and TIS mode against numbers worked by hand from its
+paper's definition, and the mutation matrix: with any registered implementation put in another's place in its
+registry, that one's check fails.
 
-The checks are plain functions that look the implementation up in the registry at call time
-(`POLICY_LOSSES[name]`, `AGGREGATIONS[mode]`) and raise AssertionError on a wrong value, so the meta-tests can swap
-registry entries and run them. Settings shared by the token-level checks: ε_low = 0.2, ε_high = 0.28, dual clip
-c = 3, so 1 − ε_low = 0.8 and 1 + ε_high = 1.28. "grad" is d loss_t / d log π_t; for −A·ρ it is −A·ρ.
+The checks are plain functions that reach the implementation through its registry at call time
+(`POLICY_LOSSES[name]`, `aggregate(…, mode)`, `kl_estimate(name, …)`, `importance_weights(mode, …)`) and raise
+AssertionError on a wrong value, so the meta-tests can swap registry entries and run them. Settings shared by the
+token-level loss checks: ε_low = 0.2, ε_high = 0.28, dual clip c = 3, so 1 − ε_low = 0.8 and 1 + ε_high = 1.28.
+"grad" is d loss_t / d log π_t; for −A·ρ it is −A·ρ.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import pytest
 import torch
 
 from agentrl.train.aggregation import AGGREGATIONS, aggregate
+from agentrl.train.importance import TIS_MODES, importance_weights
+from agentrl.train.kl import KL_ESTIMATORS, kl_estimate
 from agentrl.train.losses import POLICY_LOSSES
 
 pytestmark = pytest.mark.unit
@@ -210,22 +214,146 @@ AGGREGATION_CHECKS = {
 }
 
 
-# --- the tests -------------------------------------------------------------------------------------------------
+# --- KL estimators ----------------------------------------------------------------------------------------------
+# Pointwise, two sampled tokens: (log π, log π_ref) = (−1, −0.5) and (−0.5, −1.5), so δ = log π_ref − log π = 0.5, −1.
+# In expectation, over a three-token vocabulary enumerated exactly: π = softmax(θ), π_ref = softmax(θ_ref), and the
+# estimate's mean Σ_x sg(π(x))·k(x) (samples held fixed) against KL computed from its definition Σ p·log(p/q).
+KL_LOGPROBS = [-1.0, -0.5]
+KL_REF = [-0.5, -1.5]
+THETA = [0.3, -0.2, 0.5]
+THETA_REF = [0.0, 0.4, -0.3]
 
 
-def test_every_registered_loss_and_aggregation_has_a_hand_computed_check():
-    assert set(LOSS_CHECKS) == set(POLICY_LOSSES)
-    assert set(AGGREGATION_CHECKS) == set(AGGREGATIONS)
+def _kl_pointwise(name):
+    logprobs = t(KL_LOGPROBS).requires_grad_()
+    value = kl_estimate(name, logprobs, t(KL_REF))
+    value.sum().backward()
+    return value.detach(), logprobs.grad
 
 
-@pytest.mark.parametrize("name", sorted(LOSS_CHECKS))
-def test_loss_matches_its_hand_computed_values(name):
-    LOSS_CHECKS[name]()
+def _kl_in_expectation(name):
+    """(Σ_x π·k, its gradient in θ, KL(π ‖ π_ref), ∇KL(π ‖ π_ref), ∇KL(π_ref ‖ π)), KLs from the definition."""
+
+    def kl(p_logits, q_logits):
+        p, q = torch.softmax(p_logits, -1), torch.softmax(q_logits, -1)
+        return (p * (p.log() - q.log())).sum()
+
+    theta = t(THETA).requires_grad_()
+    logprobs = torch.log_softmax(theta, -1)
+    mean = (torch.softmax(theta, -1).detach() * kl_estimate(name, logprobs, torch.log_softmax(t(THETA_REF), -1))).sum()
+    (grad,) = torch.autograd.grad(mean, theta)
+    forward = kl(theta, t(THETA_REF))
+    (grad_forward,) = torch.autograd.grad(forward, theta)
+    (grad_reverse,) = torch.autograd.grad(kl(t(THETA_REF), theta), theta)
+    return mean.item(), grad, forward.item(), grad_forward, grad_reverse
 
 
-@pytest.mark.parametrize("mode", sorted(AGGREGATION_CHECKS))
-def test_aggregation_matches_its_hand_computed_value(mode):
-    AGGREGATION_CHECKS[mode]()
+def check_k1():
+    """k1 = −δ (Schulman 2020): −0.5, 1; d/dlog π = 1 on both. Unbiased: Σ π·k1 = KL(π ‖ π_ref); its gradient
+    with the samples fixed is Σ π·∇log π = 0."""
+    value, grad = _kl_pointwise("k1")
+    close(value, [-0.5, 1.0])
+    close(grad, [1.0, 1.0])
+    mean, grad, kl, _, _ = _kl_in_expectation("k1")
+    assert mean == pytest.approx(kl)
+    close(grad, [0.0, 0.0, 0.0])
+
+
+def check_k2():
+    """k2 = δ²/2 (Schulman 2020): 0.125, 0.5; d/dlog π = −δ = −0.5, 1. Biased: Σ π·k2 ≠ KL(π ‖ π_ref); its
+    gradient with the samples fixed is ∇KL(π ‖ π_ref)."""
+    value, grad = _kl_pointwise("k2")
+    close(value, [0.125, 0.5])
+    close(grad, [-0.5, 1.0])
+    mean, grad, kl, grad_forward, _ = _kl_in_expectation("k2")
+    assert mean != pytest.approx(kl, rel=1e-3)
+    close(grad, grad_forward.tolist())
+
+
+def check_k3():
+    """k3 = e^δ − δ − 1 (Schulman 2020): e^0.5 − 1.5 = 0.148721, e^−1 = 0.367879; d/dlog π = 1 − e^δ =
+    −0.648721, 0.632121. Unbiased: Σ π·k3 = KL(π ‖ π_ref); its gradient with the samples fixed is ∇KL(π_ref ‖ π)."""
+    value, grad = _kl_pointwise("k3")
+    close(value, [math.exp(0.5) - 1.5, math.exp(-1.0)])
+    close(grad, [1.0 - math.exp(0.5), 1.0 - math.exp(-1.0)])
+    mean, grad, kl, _, grad_reverse = _kl_in_expectation("k3")
+    assert mean == pytest.approx(kl)
+    close(grad, grad_reverse.tolist())
+
+
+KL_CHECKS = {"k1": check_k1, "k2": check_k2, "k3": check_k3}
+
+# --- TIS modes -------------------------------------------------------------------------------------------------
+# log π_old − log π_sampler per token; the last column is masked (tool output) and must not count. Cap C = 2,
+# floor F = 0.5 (the truncating modes have none). Sequence sums: 1.3 → e^1.3 = 3.669, 0.2 → 1.2214, −0.9 → 0.4066.
+TIS_LOG_RATIOS = [[0.5, -0.2, 1.0, 7.0], [0.1, 0.2, -0.1, 5.0], [-1.0, 0.1, 0.0, -9.0]]
+TIS_MASK = [[True, True, True, False]] * 3
+E = math.exp
+
+
+def _tis(mode):
+    sampler = torch.full((3, 4), -1.0, dtype=torch.float64)
+    weights, rejected = importance_weights(mode, sampler + t(TIS_LOG_RATIOS), sampler, torch.tensor(TIS_MASK), 2.0, 0.5)
+    assert not weights.requires_grad
+    return weights, rejected
+
+
+def check_token_tis():
+    """TIS (Yao et al. 2025): min(ρ_t, C); e^1 = 2.718 is truncated to 2, e^−1 = 0.368 kept."""
+    weights, rejected = _tis("token")
+    close(weights, [[E(0.5), E(-0.2), 2.0, 0], [E(0.1), E(0.2), E(-0.1), 0], [E(-1), E(0.1), 1.0, 0]], TIS_MASK)
+    close(rejected, [[0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]], TIS_MASK)
+
+
+def check_sequence_tis():
+    """Sequence-level TIS (Yao et al. 2025): min(Π_t ρ_t, C) on the sequence: 2, e^0.2, e^−0.9."""
+    weights, rejected = _tis("sequence")
+    close(weights, [[2.0] * 4, [E(0.2)] * 4, [E(-0.9)] * 4], TIS_MASK)
+    close(rejected, [[1] * 4, [0] * 4, [0] * 4], TIS_MASK)
+
+
+def check_token_mis():
+    """MIS / IcePop (Liu et al. 2025; Ring-1T): ρ_t inside [F, C], else 0: e^1 > 2 and e^−1 < 0.5 are dropped."""
+    weights, rejected = _tis("token_mask")
+    close(weights, [[E(0.5), E(-0.2), 0, 0], [E(0.1), E(0.2), E(-0.1), 0], [0, E(0.1), 1.0, 0]], TIS_MASK)
+    close(rejected, [[0, 0, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0]], TIS_MASK)
+
+
+def check_sequence_mis():
+    """Sequence-level MIS (Liu et al. 2025): Π_t ρ_t inside [F, C], else 0 for the whole sequence: 3.669 > 2 and
+    0.4066 < 0.5 drop rows 0 and 2."""
+    weights, rejected = _tis("sequence_mask")
+    close(weights, [[0.0] * 4, [E(0.2)] * 4, [0.0] * 4], TIS_MASK)
+    close(rejected, [[1] * 4, [0] * 4, [1] * 4], TIS_MASK)
+
+
+TIS_CHECKS = {
+    "token": check_token_tis,
+    "sequence": check_sequence_tis,
+    "token_mask": check_token_mis,
+    "sequence_mask": check_sequence_mis,
+}
+
+# --- the matrix ------------------------------------------------------------------------------------------------
+
+MATRIX = {
+    "loss": (POLICY_LOSSES, LOSS_CHECKS),
+    "aggregation": (AGGREGATIONS, AGGREGATION_CHECKS),
+    "kl_estimator": (KL_ESTIMATORS, KL_CHECKS),
+    "tis_mode": (TIS_MODES, TIS_CHECKS),
+}
+ENTRIES = [(kind, name) for kind, (_, checks) in MATRIX.items() for name in sorted(checks)]
+
+
+@pytest.mark.parametrize("kind", sorted(MATRIX))
+def test_every_registered_implementation_has_a_hand_computed_check(kind):
+    registry, checks = MATRIX[kind]
+    assert set(checks) == set(registry)
+
+
+@pytest.mark.parametrize(("kind", "name"), ENTRIES)
+def test_implementation_matches_its_hand_computed_values(kind, name):
+    MATRIX[kind][1][name]()
 
 
 def _fails(check) -> bool:
@@ -236,25 +364,14 @@ def _fails(check) -> bool:
     return False
 
 
-@pytest.mark.parametrize("name", sorted(LOSS_CHECKS))
-def test_any_other_loss_in_its_place_fails_its_check(name, monkeypatch):
+@pytest.mark.parametrize(("kind", "name"), ENTRIES)
+def test_any_other_implementation_in_its_place_fails_its_check(kind, name, monkeypatch):
+    registry, checks = MATRIX[kind]
     survivors = []
-    for other in sorted(set(POLICY_LOSSES) - {name}):
+    for other in sorted(set(registry) - {name}):
         with monkeypatch.context() as patch:
-            patch.setitem(POLICY_LOSSES, name, POLICY_LOSSES[other])
-            if not _fails(LOSS_CHECKS[name]):
+            patch.setitem(registry, name, registry[other])
+            if not _fails(checks[name]):
                 survivors.append(other)
-    assert not survivors, f"{survivors} pass the check of {name}"
-    LOSS_CHECKS[name]()  # the registry is restored
-
-
-@pytest.mark.parametrize("mode", sorted(AGGREGATION_CHECKS))
-def test_any_other_aggregation_in_its_place_fails_its_check(mode, monkeypatch):
-    survivors = []
-    for other in sorted(set(AGGREGATIONS) - {mode}):
-        with monkeypatch.context() as patch:
-            patch.setitem(AGGREGATIONS, mode, AGGREGATIONS[other])
-            if not _fails(AGGREGATION_CHECKS[mode]):
-                survivors.append(other)
-    assert not survivors, f"{survivors} pass the check of {mode}"
-    AGGREGATION_CHECKS[mode]()
+    assert not survivors, f"{survivors} pass the check of {kind} {name}"
+    checks[name]()  # the registry is restored

@@ -95,19 +95,21 @@ def test_gspo_with_one_token_equals_ppo(adv, log_ratio, eps):
 @given(
     st.lists(st.lists(st.tuples(st.floats(-3, 3), st.booleans()), min_size=1, max_size=6), min_size=1, max_size=4),
     st.floats(1.0, 3.0),
-    st.sampled_from(TIS_MODES),
+    st.sampled_from(sorted(TIS_MODES)),
+    st.sampled_from([0.0, 0.5]),
 )
-def test_importance_weights_are_bounded_one_when_the_sampler_agrees_and_per_sequence_constant(rows, cap, mode):
+def test_importance_weights_are_bounded_one_when_the_sampler_agrees_and_per_sequence_constant(rows, cap, mode, floor):
     width = max(len(r) for r in rows)
     log_ratio = torch.tensor([[x for x, _ in r] + [0.0] * (width - len(r)) for r in rows], dtype=torch.float64)
     mask = torch.tensor([[m for _, m in r] + [False] * (width - len(r)) for r in rows])
     sampler = torch.full_like(log_ratio, -2.0)
-    weights, over = importance_weights(mode, sampler + log_ratio, sampler, mask, cap)
+    weights, over = importance_weights(mode, sampler + log_ratio, sampler, mask, cap, floor)
     assert bool(((weights >= 0) & (weights <= cap)).all())
     assert bool(((over == 0) | (over == 1)).all())
-    if mode.endswith("_mask"):  # dropped exactly where over the cap
+    if mode.endswith("_mask"):  # dropped exactly where outside [floor, cap]; what is kept lies inside
         assert torch.equal(weights[over == 1], torch.zeros_like(weights[over == 1]))
-    else:  # truncated to exactly the cap there
+        assert bool((weights[(over == 0) & mask] >= floor).all())
+    else:  # truncated to exactly the cap there; no floor
         torch.testing.assert_close(weights[over == 1], torch.full_like(weights[over == 1], cap))
     if mode.startswith("sequence"):
         for b in range(len(rows)):

@@ -1,6 +1,6 @@
 """Policy loss, aggregation, importance weights, KL estimators, KL in the reward and entropy against hand-computed
-values (each loss's and aggregation's own hand-computed check, and the mutation matrix, are in
-`test_loss_mutations.py`)."""
+values (each loss's, aggregation's, KL estimator's and TIS mode's own hand-computed check, and the mutation matrix,
+are in `test_loss_mutations.py`)."""
 
 import math
 
@@ -175,33 +175,7 @@ def test_low_precision_logits_are_upcast():
     torch.testing.assert_close(token_logprobs(logits, targets), expected)
 
 
-# --- importance weights against the sampler ---------------------------------------------------------------------
-
-# log π_old − log π_sampler per token; the last column is masked (a tool token) and must not count.
-TIS_LOG_RATIOS = [[0.5, -0.2, 1.0, 7.0], [0.1, 0.2, -0.1, 5.0]]
-TIS_MASK = torch.tensor([[True, True, True, False], [True, True, True, False]])
-E = math.exp
-
-
-@pytest.mark.parametrize(
-    ("mode", "weights", "over_cap"),
-    [
-        # per token, cap 2: e^0.5 = 1.6487, e^−0.2 = 0.8187, e^1 = 2.718 → 2 (truncated)
-        ("token", [[E(0.5), E(-0.2), 2.0], [E(0.1), E(0.2), E(-0.1)]], [[0, 0, 1], [0, 0, 0]]),
-        # … or dropped
-        ("token_mask", [[E(0.5), E(-0.2), 0.0], [E(0.1), E(0.2), E(-0.1)]], [[0, 0, 1], [0, 0, 0]]),
-        # per sequence: row 0 Σ log ρ = 1.3 → e^1.3 = 3.67 > 2; row 1 Σ = 0.2 → e^0.2 = 1.2214
-        ("sequence", [[2.0] * 3, [E(0.2)] * 3], [[1, 1, 1], [0, 0, 0]]),
-        ("sequence_mask", [[0.0] * 3, [E(0.2)] * 3], [[1, 1, 1], [0, 0, 0]]),
-    ],
-)
-def test_importance_weights_by_hand(mode, weights, over_cap):
-    sampler = torch.full((2, 4), -1.0, dtype=torch.float64)
-    old = sampler + t(TIS_LOG_RATIOS)
-    got, over = importance_weights(mode, old.requires_grad_(), sampler, TIS_MASK, 2.0)
-    assert not got.requires_grad
-    torch.testing.assert_close(got[TIS_MASK], t(weights).flatten())
-    torch.testing.assert_close(over[TIS_MASK], t(over_cap).flatten())
+# --- importance weights against the sampler (each mode's values: test_loss_mutations.py) ------------------------
 
 
 def test_unknown_tis_mode():
@@ -209,25 +183,12 @@ def test_unknown_tis_mode():
         importance_weights("seq", t([[0.0]]), t([[0.0]]), torch.tensor([[True]]), 2.0)
 
 
-# --- KL estimators and the KL penalty in the reward ------------------------------------------------------------
+# --- KL estimators (each one's values: test_loss_mutations.py) and the KL penalty in the reward ------------------
 
 
-@pytest.mark.parametrize(
-    ("estimator", "value", "grad"),
-    [
-        # log π = −1, log π_ref = −0.5: δ = ref − logp = 0.5
-        ("k1", -0.5, 1.0),  # −δ; d/dlogπ = 1
-        ("k2", 0.125, -0.5),  # δ²/2; d/dlogπ = −δ
-        ("k3", math.exp(0.5) - 1.5, 1.0 - math.exp(0.5)),  # e^δ − δ − 1; d/dlogπ = 1 − e^δ
-    ],
-)
-def test_kl_estimators_by_hand(estimator, value, grad):
-    logprobs = t([-1.0]).requires_grad_()
-    kl = kl_estimate(estimator, logprobs, t([-0.5]))
-    kl.sum().backward()
-    assert kl.item() == pytest.approx(value) and logprobs.grad.item() == pytest.approx(grad)
+def test_unknown_kl_estimator():
     with pytest.raises(ConfigError, match="kl_estimator"):
-        kl_estimate("k4", logprobs, t([-0.5]))
+        kl_estimate("k4", t([-1.0]), t([-0.5]))
 
 
 def test_kl_penalty_to_go_sums_later_policy_tokens_only():
@@ -285,6 +246,25 @@ def test_kl_as_a_loss_term_adds_its_gradient_instead():
     torch.testing.assert_close(grad, t([[(-RHO + 0.06) / 3, 0.0, (-RHO - 0.04) / 3, (-RHO + 0.03) / 3]]))
 
 
+@pytest.mark.parametrize(
+    ("overrides", "pg_loss", "dropped"),
+    [
+        # the sampler's log π = −1 against log π_old = −1.1: weight e^−0.1 on every policy token, so the policy loss
+        # is −ρ·e^−0.1 = −1 per token; with a floor of 0.95 the masked mode drops all three tokens
+        ({"tis_cap": 2.0}, -1.0, 0.0),
+        ({"tis_cap": 2.0, "tis_mode": "token_mask", "tis_floor": 0.95}, 0.0, 3.0),
+    ],
+)
+def test_importance_weight_multiplies_each_policy_token_loss(overrides, pg_loss, dropped):
+    logprobs = torch.full((1, 4), -1.0, dtype=torch.float64)
+    sums: dict[str, float] = {}
+    _, got = Objective(TrainerConfig(minibatches_per_step=1, **overrides), episode_token_budget=64)(
+        _objective_batch(), logprobs, logprobs - 0.1, None, None, {"num_sequences": 1, "num_tokens": 3}, sums
+    )
+    assert got.item() == pytest.approx(pg_loss)
+    assert sums["tis_capped_frac"] == dropped
+
+
 @pytest.mark.parametrize(("norm_tokens", "budget", "divisor"), [(0, 64, 64), (0, 1000, 1000), (10, 64, 10)])
 def test_dr_grpo_divides_by_the_constant_not_by_the_batch(norm_tokens, budget, divisor):
     config = TrainerConfig(minibatches_per_step=1, loss_agg="seq-mean-token-sum-norm", loss_agg_norm_tokens=norm_tokens)
@@ -304,6 +284,8 @@ def test_objective_refuses_settings_it_cannot_honour():
         ({"loss_agg": "sum"}, "loss_agg"),
         ({"kl_in_reward": True}, "kl_coef"),
         ({"cov_token_fraction": 0.0}, "cov_token_fraction"),
+        ({"tis_cap": 2.0, "tis_floor": 0.5}, "tis_floor"),  # a truncating mode has no floor
+        ({"tis_cap": 0.4, "tis_floor": 0.5, "tis_mode": "token_mask"}, "tis_floor"),
     ]:
         with pytest.raises(ConfigError, match=key):
             Objective(TrainerConfig(**overrides), episode_token_budget=64)
