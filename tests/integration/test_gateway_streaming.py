@@ -47,22 +47,34 @@ def task_messages(k: int) -> list[dict]:
 def streamed(client: OpenAI, **request) -> dict:
     """A streamed reply joined as a client joins it, with what the joining saw."""
     out = {"content": [], "reasoning": "", "calls": {}, "logprobs": [], "finish": None, "usage": None, "extra": None}
+    out |= {"call_deltas": [], "content_logprobs": []}
     for chunk in client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **request):
         if chunk.usage is not None:
             out["usage"], out["extra"] = chunk.usage, chunk.model_extra.get("agentrl")
         for choice in chunk.choices:
             delta = choice.delta
+            logprobs = [t.model_dump() for t in (choice.logprobs.content or ())] if choice.logprobs else []
             if delta.content:
                 out["content"].append(delta.content)
+                out["content_logprobs"].append(len(logprobs))
             out["reasoning"] += (delta.model_extra or {}).get("reasoning_content") or ""
             for call in delta.tool_calls or ():
                 entry = out["calls"].setdefault(call.index, {"id": call.id, "name": "", "arguments": ""})
                 assert call.id in (None, entry["id"])  # the id comes once, with the name
                 entry["name"] += call.function.name or ""
                 entry["arguments"] += call.function.arguments or ""
-            out["logprobs"] += [t.model_dump() for t in (choice.logprobs.content or ())] if choice.logprobs else []
+                out["call_deltas"].append(call.model_dump(exclude_none=True))
+            out["logprobs"] += logprobs
             out["finish"] = choice.finish_reason or out["finish"]
     return out
+
+
+def assert_openai_call_deltas(deltas: list[dict]) -> None:
+    """OpenAI's streaming shape: per call, one delta with its index, id, type and name, then argument fragments."""
+    for index in sorted({d["index"] for d in deltas}):
+        first, *rest = [d for d in deltas if d["index"] == index]
+        assert first["id"].startswith("call_") and first["type"] == "function" and first["function"]["name"]
+        assert rest and all(set(d) == {"index", "function"} and set(d["function"]) == {"arguments"} for d in rest)
 
 
 def calls_of(message) -> dict:
@@ -88,11 +100,13 @@ def client(tiny_url):
 
 def test_content_streams_token_by_token_and_joins_to_the_non_streamed_turn(client):
     for text in CHATTY:
-        request = {"model": "tiny", "messages": [{"role": "user", "content": text}], "max_tokens": 48}
+        request = {"model": "tiny", "messages": [{"role": "user", "content": text}], "max_tokens": 48, "logprobs": True}
         for sampling in ({"temperature": 0}, {"temperature": 1.0, "seed": 3}):
             whole = client.chat.completions.create(**request, **sampling)
             out = streamed(client, **request, **sampling)
             assert len(out["content"]) > 1, out["content"]  # token by token, not the finished turn in one piece
+            # each piece of text comes with the tokens that wrote it, not cut from the finished turn afterwards
+            assert all(out["content_logprobs"]) and sum(out["content_logprobs"]) <= len(out["logprobs"])
             assert "".join(out["content"]) == whole.choices[0].message.content
             assert out["finish"] == whole.choices[0].finish_reason
             assert out["extra"]["token_ids"] == whole.model_extra["agentrl"]["token_ids"]
@@ -116,20 +130,25 @@ def test_tool_call_deltas_reassemble_into_the_non_streamed_call(client):
         out = streamed(client, **request)
         assert whole.finish_reason == out["finish"] == "tool_calls"
         assert joined_calls(out) == calls_of(whole.message) and len(out["calls"]) == 1
-        assert out["calls"][0]["id"].startswith("call_")
+        assert_openai_call_deltas(out["call_deltas"])
         assert not out["content"]  # the call's markup never leaks as content
 
 
 def test_tool_choice_required_calls_a_tool_on_every_turn(client):
     """The tiny policy answers after a tool result; `required` still gets a call, to the tool it finds likeliest."""
+    answered = 0
     for k in range(3):
         messages = task_messages(k)
         for turn in range(3):
             request = {"model": "tiny", "messages": messages, "tools": TWO_TOOLS, "tool_choice": "required"}
             request |= {"temperature": 0, "max_tokens": 64}
+            if turn == 1:  # where the model, left to itself, answers
+                auto = client.chat.completions.create(**{**request, "tool_choice": "auto"}).choices[0]
+                answered += not auto.message.tool_calls
             if turn % 2:
                 out = streamed(client, **request)
                 assert out["finish"] == "tool_calls" and len(out["calls"]) == 1 and not out["content"], out
+                assert_openai_call_deltas(out["call_deltas"])
                 call = {"id": out["calls"][0]["id"], "type": "function", "function": joined_calls(out)[0]}
                 message = {"role": "assistant", "content": None, "tool_calls": [call]}
             else:
@@ -139,6 +158,7 @@ def test_tool_choice_required_calls_a_tool_on_every_turn(client):
             assert message["tool_calls"][0]["function"]["name"] == "calculate"  # the arithmetic tool it learned
             result = {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "42"}
             messages = [*messages, message, result]
+    assert answered == 3  # so each of those calls was the forcing's doing
 
 
 def test_a_named_tool_choice_calls_that_tool(client):
@@ -150,6 +170,7 @@ def test_a_named_tool_choice_calls_that_tool(client):
         assert isinstance(json.loads(reply.message.tool_calls[0].function.arguments), dict)
         out = streamed(client, **request, temperature=0, max_tokens=64)
         assert joined_calls(out) == calls_of(reply.message)
+        assert_openai_call_deltas(out["call_deltas"])
 
 
 def test_tool_choice_none_keeps_the_model_from_calling(client):

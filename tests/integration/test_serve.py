@@ -186,6 +186,27 @@ async def test_completions_with_token_ids_serve_the_training_backend(tiny_servic
     assert out.logprobs == pytest.approx(local.logprobs, abs=1e-5) and remote.retokenized_completions == 0
 
 
+def test_completions_report_k_alternatives_and_refuse_to_stream(tiny_service, tiny_tokenizer):
+    from openai import BadRequestError, OpenAI
+
+    prompt = ChatFormat(tiny_tokenizer).prompt_ids(QUESTION)
+    request = {"model": "tiny", "prompt": prompt, "max_tokens": 24, "temperature": 0.8, "seed": 2}
+    with serve_in_thread(create_app(tiny_service)) as url:
+        client = OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+        for k in (0, 3):
+            out = client.completions.create(**request, logprobs=k, extra_body={"return_tokens_as_token_ids": True})
+            lp = out.choices[0].logprobs
+            assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == out.usage.completion_tokens
+            for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs, strict=True):
+                assert top[token] == pytest.approx(logprob, abs=1e-5)  # the sampled token is always listed
+                alternatives = list(top.values())[:k]
+                assert len(alternatives) == k and alternatives == sorted(alternatives, reverse=True)
+                if len(top) > k:  # a sampled token outside the k likeliest comes last, and is less likely
+                    assert len(top) == k + 1 and all(logprob <= a + 1e-6 for a in alternatives)
+        with pytest.raises(BadRequestError, match="stream"):
+            client.completions.create(**request, stream=True)
+
+
 async def test_chat_policy_reaches_the_server_through_litellm_and_the_sdk(scripted_url, monkeypatch):
     """With a base URL the SDK talks to it (whatever the model name); without one a `provider/model` name goes
     through litellm, here to an OpenAI-compatible base litellm reads from the environment."""
