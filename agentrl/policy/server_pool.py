@@ -21,11 +21,13 @@ from a trajectory (ARPO/AEPO) runs in a task created inside its parent's, so it 
 stays on the parent's server, where their shared prefix is cached.
 
 Failures. When the first request of a trajectory fails on its server, the pool sends it to the next server: nothing
-has been sampled yet, so that is exactly the trajectory starting there. A later request is never moved: it fails the
-trajectory with a `SamplerError`, which the episode records as `StopReason.INFRA_ERROR` (never a zero reward), as
-does any request of a trajectory whose server is marked down. The ids would carry over token-exactly (prompts travel
-as ids, and every server holds the same weights), but the request that failed may be what brought its server down
-(a long context exhausting its memory), and replaying it on the others could take them down in turn.
+has been sampled yet, so that is exactly the trajectory starting there. A later request is never moved: its server
+failing it (answering from the wrong weights included) fails the trajectory with a `SamplerError`, which the episode
+records as `StopReason.INFRA_ERROR` (never a zero reward), as does any later request of a trajectory whose server is
+marked down. The ids would carry over token-exactly (prompts travel as ids, and every server holds the same weights),
+but the request that failed may be what brought its server down (a long context exhausting its memory), and
+replaying it on the others could take them down in turn; and a server found on other weights than the pool pushed
+may have sampled the earlier turns from them too.
 
 `PoolStats` counts, per collect, what the trainer logs as `rollout/server_*`.
 """
@@ -144,22 +146,8 @@ class ServerPool:
         """`send(server)` for the server this request belongs on; remembers the ids it ended with, so the
         trajectory's next request finds the same server."""
         bound = self._bound(prompt_ids)
-        if bound is not None and self.servers[bound].down_until is not None:
-            bound = None
         if bound is not None:
-            server = self.servers[bound]
-            if server.down_until is not None:
-                raise SamplerError(
-                    f"{self.name} at {server.url}, which served this trajectory's earlier turns, is down "
-                    f"({server.down_reason}): the trajectory ends here"
-                )
-            self.stats.sticky_hits += 1
-            try:
-                completion = await self._send(server, send)
-            except ServerFault:
-                bound = None
-            else:
-                return self._remember(bound, prompt_ids, completion)
+            return await self._continue(bound, prompt_ids, send)
         self.stats.new_trajectories += 1
         faults: list[str] = []
         tried: set[int] = set()
@@ -174,6 +162,28 @@ class ServerPool:
             return self._remember(index, prompt_ids, completion)
         down = [f"{s.url} ({s.down_reason})" for s in self.servers if s.down_until is not None]
         raise SamplerError(f"no server of policy.base_url can take a new trajectory: {'; '.join(faults or down)}")
+
+    async def _continue(
+        self, index: int, prompt_ids: Sequence[int], send: Callable[[Server], Awaitable[Completion]]
+    ) -> Completion:
+        """A later request of a trajectory, on its server and nowhere else (why: the module docstring)."""
+        server = self.servers[index]
+        if server.down_until is not None:
+            raise SamplerError(
+                f"{self.name} at {server.url}, which served this trajectory's earlier turns, is down "
+                f"({server.down_reason}): the trajectory ends here"
+            )
+        self.stats.sticky_hits += 1
+        try:
+            completion = await self._send(server, send)
+        except ServerFault as e:
+            raise SamplerError(f"{e}; it served this trajectory's earlier turns: the trajectory ends here") from e
+        return self._remember(index, prompt_ids, completion)
+
+    def current_server(self) -> Server | None:
+        """The server of the calling task's last request: its trajectory's server (None before its first request)."""
+        entry = _last_request.get().get(self._key)
+        return self.servers[entry[0]] if entry is not None else None
 
     def _bound(self, prompt_ids: Sequence[int]) -> int | None:
         """The server of this task's last request, when this prompt extends the ids that request ended with."""

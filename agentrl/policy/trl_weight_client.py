@@ -7,8 +7,11 @@ So sampling goes through `/v1/completions` with token-id prompts and `return_tok
 the learner's are. Weights go through TRL's `VLLMClient`, exactly as TRL's GRPO trainer drives it: `VLLMClient(
 base_url=<server root>, connection_timeout=...)`, `init_communicator(device=<learner's device>)` once, then per update
 `update_named_params(metadata, iterator)` (`(name, dtype, shape)` triplets announced before the tensors are
-broadcast) and `reset_prefix_cache()`. The broadcast is NCCL: the trainer needs vLLM installed, a CUDA device, and a
-route to the server's `group_port` (TRL's default, 51216).
+broadcast) and `reset_prefix_cache()`. The broadcast is NCCL: the trainer needs vLLM installed and a CUDA device.
+
+The trainer is rank 0 of the NCCL group and hosts its rendezvous at `group_port` (TRL's default, 51216), which the
+server must reach. Several servers (`policy.base_url` naming a pool) each form a group of their own with the trainer,
+so each gets a port of its own: 51216, 51217, … in `base_url` order.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 from agentrl.errors import ConfigError, DependencyError, SamplerError
 
 CONNECTION_TIMEOUT_S = 30.0
+GROUP_PORT = 51216
+"""The trainer's rendezvous port for the first server's NCCL group (TRL's default); the next server's is one up."""
 
 
 def vllm_client_class() -> Any:
@@ -39,8 +44,8 @@ class TrlWeightClient:
 
     name = "trl"
 
-    def __init__(self, root_url: str, device: Any, *, client_class: Any = None):
-        self.root_url, self.device = root_url.rstrip("/"), device
+    def __init__(self, root_url: str, device: Any, *, group_port: int = GROUP_PORT, client_class: Any = None):
+        self.root_url, self.device, self.group_port = root_url.rstrip("/"), device, group_port
         self._client_class = client_class
         self.client: Any = None
         self.version = 0  # updates pushed (vLLM keeps no count of its own)
@@ -64,7 +69,9 @@ class TrlWeightClient:
                 f"{self.device}: train on a GPU (policy.device=cuda)"
             )
         try:
-            self.client = cls(base_url=self.root_url, connection_timeout=CONNECTION_TIMEOUT_S)
+            self.client = cls(
+                base_url=self.root_url, group_port=self.group_port, connection_timeout=CONNECTION_TIMEOUT_S
+            )
         except ImportError as e:  # VLLMClient needs vLLM in the trainer's environment for the NCCL group
             raise DependencyError(
                 f"policy.weight_sync=trl needs vLLM on the trainer's machine ({e}): pip install 'agentrl[vllm]'"

@@ -77,18 +77,22 @@ def _connect(config: Any, source_model: Any) -> WeightSyncGroup:
     from agentrl.policy.server_pool import server_urls
 
     token, device = weights_token(config), next(source_model.parameters()).device
-    clients = [_client(config.weight_sync, server_root(url), token, device) for url in server_urls(config.base_url)]
+    urls = server_urls(config.base_url)
+    clients = [_client(config.weight_sync, server_root(url), token, device, i) for i, url in enumerate(urls)]
     for client in clients:
         client.connect()
     return WeightSyncGroup(clients)
 
 
-def _client(mode: str, root: str, token: str | None, device: Any) -> Any:
-    from agentrl.policy.trl_weight_client import TrlWeightClient
+def _client(mode: str, root: str, token: str | None, device: Any, index: int = 0) -> Any:
+    """The weight client of the `index`-th server of the pool, at `root`."""
+    from agentrl.policy.trl_weight_client import GROUP_PORT, TrlWeightClient
     from agentrl.policy.weight_client import AgentrlWeightClient
 
     mode = detect(root, token) if mode == "auto" else mode
-    return AgentrlWeightClient(root, token) if mode == "agentrl" else TrlWeightClient(root, device)
+    if mode == "agentrl":
+        return AgentrlWeightClient(root, token)
+    return TrlWeightClient(root, device, group_port=GROUP_PORT + index)  # one NCCL group, so one port, per server
 
 
 class WeightSyncGroup:

@@ -100,6 +100,7 @@ async def text_completions(
         "object": "text_completion",
         "created": int(time.time()),
         "model": model,
+        "system_fingerprint": f"agentrl-v{getattr(policy, 'version', 0)}",  # the weights, for a pool to check
         "choices": choices,
         "usage": {"prompt_tokens": len(prompt), "completion_tokens": total, "total_tokens": len(prompt) + total},
     }

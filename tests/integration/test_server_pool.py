@@ -10,6 +10,7 @@ one received; the server that dies is a process of its own, killed with SIGKILL.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 import re
@@ -27,7 +28,7 @@ import torch
 
 from agentrl.config import PolicyConfig, RolloutConfig, load_config
 from agentrl.config_io import load_dataclass
-from agentrl.errors import ConfigError, InfraError
+from agentrl.errors import ConfigError, InfraError, SamplerError
 from agentrl.policy import load_model_and_tokenizer
 from agentrl.policy.backends import chat_settings
 from agentrl.policy.openai_policy import OpenAICompletionsPolicy
@@ -47,8 +48,9 @@ TOKEN = "pool-weights-token"
 ROLLOUT = RolloutConfig(max_turns=3, max_new_tokens_per_turn=48)
 
 
-def recorded(app, prompts: list[tuple[int, ...]]):
-    """`app`, noting the token-id prompt of every `/v1/completions` request it receives."""
+def recorded(app, service, seen: list[tuple[tuple[int, ...], int]]):
+    """`app`, noting the token-id prompt of every `/v1/completions` request it receives, with the weight version
+    `service` held when it arrived."""
 
     async def asgi(scope, receive, send):
         if scope["type"] != "http" or scope["path"] != "/v1/completions":
@@ -56,7 +58,8 @@ def recorded(app, prompts: list[tuple[int, ...]]):
         messages = []
         while not messages or messages[-1].get("more_body"):
             messages.append(await receive())
-        prompts.append(tuple(json.loads(b"".join(m.get("body", b"") for m in messages))["prompt"]))
+        prompt = tuple(json.loads(b"".join(m.get("body", b"") for m in messages))["prompt"])
+        seen.append((prompt, service.weights.version if service.weights is not None else 0))
         pending = iter(messages)
 
         async def replay():
@@ -68,13 +71,14 @@ def recorded(app, prompts: list[tuple[int, ...]]):
 
 
 @contextmanager
-def two_servers(**service) -> Iterator[tuple[list[str], list[list[tuple[int, ...]]], list]]:
-    """Two `agentrl serve` apps of the tiny policy in threads: their URLs, the prompts each saw, their services."""
+def two_servers(**service) -> Iterator[tuple[list[str], list[list[tuple[tuple[int, ...], int]]]]]:
+    """Two `agentrl serve` apps of the tiny policy in threads: their URLs, and (prompt, weight version) of every
+    request each received."""
     services = [build_service("tiny", device="cpu", **service) for _ in range(2)]
-    seen: list[list[tuple[int, ...]]] = [[], []]
-    with serve_in_thread(recorded(create_app(services[0]), seen[0])) as a:
-        with serve_in_thread(recorded(create_app(services[1]), seen[1])) as b:
-            yield [a, b], seen, services
+    seen: list[list[tuple[tuple[int, ...], int]]] = [[], []]
+    with serve_in_thread(recorded(create_app(services[0]), services[0], seen[0])) as a:
+        with serve_in_thread(recorded(create_app(services[1]), services[1], seen[1])) as b:
+            yield [a, b], seen
 
 
 def pooled(tokenizer, urls: list[str], **kwargs) -> OpenAICompletionsPolicy:
@@ -112,19 +116,21 @@ async def episodes(policy, tasks: int, samples: int, **collect):
 
 
 async def test_new_trajectories_spread_over_the_servers_and_each_keeps_to_its_own(tiny_tokenizer):
-    with two_servers() as (urls, seen, _):
+    with two_servers() as (urls, seen):
         policy = pooled(tiny_tokenizer, urls)
         trajectories = await episodes(policy, tasks=4, samples=4)
         await policy.aclose()
     assert all(t.stop_reason is not StopReason.INFRA_ERROR for t in trajectories), [t.error for t in trajectories]
+    prompts = [[p for p, _ in s] for s in seen]
     calls = sum(len(t.turns) for t in trajectories)
     assert calls > len(trajectories)  # the tiny policy calls its tools: trajectories of several turns
-    assert len(seen[0]) + len(seen[1]) == calls
-    assert min(len(seen[0]), len(seen[1])) >= calls / 4, (len(seen[0]), len(seen[1]))
+    assert len(prompts[0]) + len(prompts[1]) == calls
+    assert min(len(prompts[0]), len(prompts[1])) >= calls / 4, (len(prompts[0]), len(prompts[1]))
     for t in trajectories:  # some server received every prompt of the trajectory
-        assert any(all(p in seen[s] for p in turn_prompts(t)) for s in (0, 1)), t.trajectory_id
+        assert any(all(p in prompts[s] for p in turn_prompts(t)) for s in (0, 1)), t.trajectory_id
     stats = policy.server_stats.metrics()
-    assert stats["rollout/server_0_requests"] == len(seen[0]) and stats["rollout/server_1_requests"] == len(seen[1])
+    assert stats["rollout/server_0_requests"] == len(prompts[0])
+    assert stats["rollout/server_1_requests"] == len(prompts[1])
     assert stats["rollout/server_new_trajectories"] == len(trajectories)
     assert stats["rollout/server_sticky_hits"] == calls - len(trajectories)
     assert stats["rollout/servers_down"] == 0 and stats["rollout/server_in_flight_max"] >= 2
@@ -155,17 +161,17 @@ def gap(url: str, model, prompt: list[int]) -> float:
     return max(abs(a - b) for a, b in zip(lp["token_logprobs"], mine, strict=True))
 
 
-def test_a_training_step_updates_every_server_before_the_next_collect(tmp_path, tiny_tokenizer):
+def test_every_server_is_updated_before_each_collect_of_a_two_step_run(tmp_path, tiny_tokenizer):
     from agentrl.trainer import Trainer
 
-    with two_servers(weights_token=TOKEN) as (urls, seen, _):
+    with two_servers(weights_token=TOKEN) as (urls, seen):
         overrides = [
             "policy.backend=openai",
             f"policy.base_url={urls[0]}/v1,{urls[1]}/v1",  # as on the command line
             f"policy.weight_sync_token={TOKEN}",
             "rollout.prompts_per_step=2",
             "rollout.samples_per_prompt=4",
-            "trainer.steps=1",
+            "trainer.steps=2",
             "eval.every_steps=0",
             "progress=false",
             "tensorboard=false",
@@ -173,16 +179,28 @@ def test_a_training_step_updates_every_server_before_the_next_collect(tmp_path, 
         trainer = Trainer(overrides, tmp_path)
         assert trainer.policy.weight_sync.name == "agentrl" and len(trainer.policy.weight_sync.clients) == 2
         metrics = trainer.run()
+        requests = [list(server) for server in seen]  # before `gap` asks the servers anything
         versions = [httpx.get(u + "/admin/weights").json()["version"] for u in urls]
         prompt = tiny_tokenizer("Use the tools. What is 6 * 7?", add_special_tokens=False)["input_ids"]
         gaps = [gap(u, trainer.model, prompt) for u in urls]
-    # one update when the policy was built, one after the step; both servers hold the learner's weights again
-    assert versions == [2, 2] and trainer.policy.weight_sync.version == 2 and trainer.policy.version == 1
+    # one update when the policy was built, one after each step; both servers hold the learner's weights again
+    assert versions == [3, 3] and trainer.policy.weight_sync.version == 3 and trainer.policy.version == 2
     assert max(gaps) < 1e-5, gaps
-    assert metrics["train/sampler_logprob_abs_diff"] < 1e-4  # both servers sampled from the learner's weights
-    assert seen[0] and seen[1]
-    episodes = (tmp_path / "trajectories" / "step_000001.jsonl").read_text().splitlines()
-    assert {json.loads(e)["policy_version"] for e in episodes} == {0}
+    assert metrics["train/sampler_logprob_abs_diff"] < 1e-4  # step 2 sampled from the learner's weights
+    calls = {}
+    for step in (1, 2):
+        lines = (tmp_path / "trajectories" / f"step_{step:06d}.jsonl").read_text().splitlines()
+        episodes = [json.loads(line) for line in lines]
+        assert {e["policy_version"] for e in episodes} == {step - 1}
+        calls[step] = sum(len(e["turns"]) for e in episodes)
+    # every request of step s reached a server holding weight version s, and both servers served both steps
+    for server in requests:
+        assert [v for _, v in server] == sorted(v for _, v in server)
+        assert {v for _, v in server} == {1, 2}, [v for _, v in server]
+    assert [sum(v == step for s in requests for _, v in s) for step in (1, 2)] == [calls[1], calls[2]]
+    # the step's metrics count the requests of its own collect only
+    served = [metrics[f"rollout/server_{i}_requests"] for i in (0, 1)]
+    assert sum(served) == calls[2] and min(served) > 0 and metrics["rollout/servers_down"] == 0
 
 
 def learner(seed: int):
@@ -221,12 +239,12 @@ def test_every_server_must_take_weights_before_training(tiny_tokenizer):
                 )
 
 
-async def test_a_restarted_server_waits_for_the_next_update_before_it_samples_again(tiny_tokenizer):
+async def test_a_server_back_from_a_crash_takes_no_trajectory_before_the_next_update(tiny_tokenizer):
     with serve_in_thread(create_app(build_service("tiny", device="cpu", weights_token=TOKEN))) as a:
         with serve_in_thread(create_app(build_service("tiny", device="cpu", weights_token=TOKEN))) as b:
             cfg = pool_config([a, b], weight_sync_token=TOKEN)
             policy = OpenAICompletionsPolicy.from_config(cfg, tiny_tokenizer, source_model=learner(seed=3))
-            policy.pool.down_for_s = 0.0
+            policy.pool.down_for_s = 0.0  # ask a server marked down whether it is back at every new trajectory
         port = int(b.rsplit(":", 1)[1])
         prompt = tiny_tokenizer("What is 2 + 2?", add_special_tokens=False)["input_ids"]
         params = SamplingParams(max_new_tokens=4)
@@ -234,14 +252,56 @@ async def test_a_restarted_server_waits_for_the_next_update_before_it_samples_ag
         await asyncio.gather(*(asyncio.create_task(policy.generate(prompt, params)) for _ in range(2)))
         assert policy.server_stats.failovers == 1 and policy.pool.servers[1].down_until is not None
         with serve_in_thread(create_app(build_service("tiny", device="cpu", weights_token=TOKEN)), port=port):
-            # back, but on its initial weights (version 0, not 1): it stays out
+            # back, but on its initial weights (version 0, not 1): its /health says so, and it stays out
+            before = list(policy.server_stats.requests)
             await asyncio.gather(*(asyncio.create_task(policy.generate(prompt, params)) for _ in range(2)))
+            assert policy.server_stats.requests == [before[0] + 2, before[1]]
             assert "restarted" in policy.pool.servers[1].down_reason
             policy.sync_weights()  # the update puts it back on the learner's weights
             assert policy.weight_sync.clients[1].restarts == 1
-            before = policy.server_stats.requests[1]
+            before = list(policy.server_stats.requests)
             await asyncio.gather(*(asyncio.create_task(policy.generate(prompt, params)) for _ in range(2)))
-            assert policy.pool.servers[1].down_until is None and policy.server_stats.requests[1] == before + 1
+            assert policy.pool.servers[1].down_until is None and policy.server_stats.requests[1] == before[1] + 1
+        await policy.aclose()
+
+
+async def test_a_server_that_restarts_between_two_turns_ends_that_trajectory_and_waits_for_the_update(tiny_tokenizer):
+    prompt = tiny_tokenizer("What is 2 + 2?", add_special_tokens=False)["input_ids"]
+    params = SamplingParams(max_new_tokens=4)
+    with serve_in_thread(create_app(build_service("tiny", device="cpu", weights_token=TOKEN))) as a:
+        with serve_in_thread(create_app(build_service("tiny", device="cpu", weights_token=TOKEN))) as b:
+            cfg = pool_config([a, b], weight_sync_token=TOKEN)
+            policy = OpenAICompletionsPolicy.from_config(cfg, tiny_tokenizer, source_model=learner(seed=3))
+            policy.pool.down_for_s = 0.0  # ask a server marked down whether it is back at every new trajectory
+            # two trajectories, one on each server, each in a context of its own (as each runs in a task of its own)
+            contexts = [contextvars.Context() for _ in range(2)]
+            firsts = await asyncio.gather(
+                *(asyncio.create_task(policy.generate(prompt, params), context=c) for c in contexts)
+            )
+            on = [c.run(policy.pool.current_server).url for c in contexts]
+            assert sorted(on) == sorted([a + "/v1", b + "/v1"])
+        port = int(b.rsplit(":", 1)[1])
+        with serve_in_thread(create_app(build_service("tiny", device="cpu", weights_token=TOKEN)), port=port):
+            # b is back before the pool saw it go, on its initial weights (version 0, not 1): the trajectory it
+            # served ends; the one on a goes on
+            seconds = [
+                asyncio.create_task(policy.generate([*prompt, *f.token_ids], params), context=c)
+                for c, f in zip(contexts, firsts, strict=True)
+            ]
+            results = dict(zip(on, await asyncio.gather(*seconds, return_exceptions=True), strict=True))
+            assert isinstance(results[b + "/v1"], SamplerError), results
+            assert re.search(f"{b}/v1.*weight version 0.*the trajectory ends here", str(results[b + "/v1"]))
+            assert not isinstance(results[a + "/v1"], BaseException), results
+            # new trajectories keep off b: its /health says it holds version 0
+            before = list(policy.server_stats.requests)
+            await asyncio.gather(*(asyncio.create_task(policy.generate(prompt, params)) for _ in range(2)))
+            assert policy.server_stats.requests == [before[0] + 2, before[1]]
+            assert "restarted" in policy.pool.servers[1].down_reason
+            policy.sync_weights()  # the update puts it back on the learner's weights
+            assert policy.weight_sync.clients[1].restarts == 1
+            before = list(policy.server_stats.requests)
+            await asyncio.gather(*(asyncio.create_task(policy.generate(prompt, params)) for _ in range(2)))
+            assert policy.pool.servers[1].down_until is None and policy.server_stats.requests[1] == before[1] + 1
         await policy.aclose()
 
 
@@ -287,13 +347,15 @@ def serve_processes(count: int) -> Iterator[list[tuple[str, subprocess.Popen]]]:
 
 class AfterFirstTurns:
     """The policy under test, holding every trajectory's second call until `release` is set: by then each has its
-    server, and the test can kill one."""
+    server, and the test can kill one. Notes each trajectory's server, and whether it started after the kill."""
 
     def __init__(self, policy, first_turns: int):
         self.policy, self.tokenizer, self.version = policy, policy.tokenizer, policy.version
         self.chat_settings = policy.chat_settings
         self.calls: dict[asyncio.Task, int] = {}
-        self.first_turns, self.expected = 0, first_turns
+        self.server: dict[asyncio.Task, str] = {}
+        self.started_after_kill: set[asyncio.Task] = set()
+        self.first_turns, self.expected, self.killed = 0, first_turns, False
         self.first_turns_done, self.release = asyncio.Event(), asyncio.Event()
 
     async def generate(self, prompt_ids, params):
@@ -302,7 +364,10 @@ class AfterFirstTurns:
         if self.calls[task] > 1:
             await self.release.wait()
             return await self.policy.generate(prompt_ids, params)
+        if self.killed:
+            self.started_after_kill.add(task)
         out = await self.policy.generate(prompt_ids, params)
+        self.server[task] = self.policy.pool.current_server().url
         self.first_turns += 1
         if self.first_turns >= self.expected:
             self.first_turns_done.set()
@@ -315,17 +380,20 @@ async def test_a_killed_server_fails_its_own_trajectories_and_the_rest_go_on_on_
         held = AfterFirstTurns(policy, first_turns=8)
         collect = asyncio.create_task(episodes(held, tasks=4, samples=4, max_concurrent=8))
         await asyncio.wait_for(held.first_turns_done.wait(), 60)
-        on_b = policy.server_stats.requests[1]
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(timeout=30)
+        held.killed = True
         held.release.set()
         trajectories = await collect
         await policy.aclose()
+    assert len(trajectories) == 16
+    # exactly the trajectories that had started on b and had more to sample fail, as infrastructure errors
+    on_b = [task for task, url in held.server.items() if url == f"{b}/v1" and held.calls[task] > 1]
     failed = [t for t in trajectories if t.stop_reason is StopReason.INFRA_ERROR]
-    assert on_b >= 2 and failed, "no trajectory had its turns on the killed server"
+    assert on_b and len(failed) == len(on_b), ([t.error for t in failed], len(on_b))
     assert all(f"{b}/v1" in t.error and f"{a}/v1" not in t.error for t in failed), [t.error for t in failed]
     assert all(t.reward is None for t in failed)
-    # only trajectories that had started on b fail; the others, and those started after the kill, end as usual
-    assert len(failed) <= on_b and len(trajectories) == 16
+    # the trajectories started after the kill all run on a
+    assert held.started_after_kill and {held.server[task] for task in held.started_after_kill} == {f"{a}/v1"}
     stats = policy.server_stats.metrics()
     assert stats["rollout/servers_down"] == 1 and stats["rollout/server_failures"] >= 1
