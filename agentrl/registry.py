@@ -179,6 +179,18 @@ def build_scaffold(
     )
 
 
+def build_tool_client(config: Any, scaffold: Any) -> Any:
+    """The run's tool backend: a client of `config.tool_servers` when set, else of an in-process tool server
+    holding the scaffold's toolsets."""
+    from agentrl.toolserver.client import ToolClient
+
+    if config.tool_servers:
+        return ToolClient(list(config.tool_servers), token=config.tool_server_token)
+    from agentrl.toolserver.app import create_app
+
+    return ToolClient(app=create_app(list(scaffold.toolsets()), config=config.tool_server))
+
+
 def build_rewards(specs: Sequence[str], rewards: Sequence[Any] = ()) -> Any:
     """The reward stack: reward objects (or `(reward, weight)` pairs, or names) when given, else `specs`."""
     from agentrl.reward import RewardStack

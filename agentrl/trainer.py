@@ -3,6 +3,7 @@
     for step in steps:
         groups  = collect(step)        # rollouts: every trajectory its own task, tools through the tool server
         groups  = score(groups)        # reward stack: outcome / process / ... ; infra failures stay unscored
+        groups  = filter(gather(groups))  # every rank's groups (several processes); reward filters
         samples = credit(groups)       # group-relative advantages → per-token advantages
         stats   = update(samples)      # learner: clipped policy gradient, AdamW
         sync()                         # the sampler sees the new weights
@@ -10,13 +11,15 @@
         log(step, ...)                 # metrics.jsonl, TensorBoard, progress bar, trajectories/step_*.jsonl
         checkpoint(step)               # resumable state in the run directory
 
-Each phase is one method call; the work lives in the modules named in the comments.
+Each phase is one method call; the work lives in the modules named in the comments. Several processes
+(`agentrl train --nproc N`) run the same loop data-parallel: each collects, scores and evaluates its share of the
+tasks, every rank then holds the whole scored batch, and the update splits each mini-batch over the ranks
+(`agentrl/train/distributed.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -31,21 +34,24 @@ from agentrl.config import RunConfig, dump_toml, load_config, run_config
 from agentrl.credit.assign import assign_credit
 from agentrl.doctor.model_doctor import require_chat_format
 from agentrl.doctor.preflight import check_train
-from agentrl.errors import ConfigError, InfraError
+from agentrl.errors import ConfigError
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
-from agentrl.registry import build_rewards, build_scaffold
+from agentrl.registry import build_rewards, build_scaffold, build_tool_client
 from agentrl.reward import apply_filters, component_metrics, reward_counters
 from agentrl.rollout.collect import collect_groups
 from agentrl.rollout.partial import PartialRollouts
+from agentrl.runlog.background import run_awaitable, run_blocking
 from agentrl.runlog.metrics import MetricsLogger
 from agentrl.runlog.progress import RolloutProgress, TrainProgress
 from agentrl.runlog.run_dir import new_run_dir
-from agentrl.runlog.step_stats import rewind_logs, rollout_metrics, success_of, write_trajectories
+from agentrl.runlog.step_stats import require_some_valid, rewind_logs, rollout_metrics, success_of, write_trajectories
 from agentrl.tasks import select_tiers
-from agentrl.toolserver.client import ToolClient
 from agentrl.train.checkpoint import TrainerState, latest_checkpoint, load_carried, load_checkpoint, save_checkpoint
+from agentrl.train.distributed import DataParallel
 from agentrl.train.learner import Learner
-from agentrl.train.precision import autocast, resolve_precision
+from agentrl.train.objective import check_trainer_config
+from agentrl.train.precision import autocast
+from agentrl.train.reference import reference_model
 from agentrl.types import TrajectoryGroup
 
 
@@ -71,7 +77,12 @@ class Trainer:
         import torch
 
         config = run_config(config, scaffold=scaffold, tools=tools, tasks=tasks, rewards=rewards)
-        self.config, self.run_dir = config, new_run_dir(config, resume=resume) if run_dir is None else Path(run_dir)
+        self.dp = DataParallel.from_environment()
+        if run_dir is None:  # rank 0 names it (a timestamp, unless named) and every rank writes under that name
+            run_dir = self.dp.share(new_run_dir(config, resume=resume) if self.dp.is_main else None)
+        self.config, self.run_dir = config, Path(run_dir)
+        if self.dp.enabled and config.rollout.extra_groups_per_step:
+            raise ConfigError("rollout.extra_groups_per_step (partial rollouts) runs in one process only, for now")
         self.loop = asyncio.new_event_loop()
         self._stop = threading.Event()
         random.seed(config.seed)
@@ -79,6 +90,7 @@ class Trainer:
         parts = {"scaffold": scaffold, "tools": tools, "tasks": tasks}
         self.scaffold = build_scaffold(config, config.rollout, **parts)
         check_train(config, self.scaffold)  # what the run needs (sandbox, browser, servers), before the model loads
+        check_trainer_config(config.trainer)  # a loss that cannot act is refused before the model loads
         require_chat_format(config.policy)  # the model's template, tool format and end of turn, before its weights
         eval_rollout = dataclasses.replace(config.rollout, temperature=config.eval.temperature)
         self.eval_scaffold = build_scaffold(config, eval_rollout, **parts)
@@ -94,13 +106,15 @@ class Trainer:
             self.model,
             config.trainer,
             pad_token_id=self.tokenizer.pad_token_id,
-            ref_model=self._reference_model(),
+            ref_model=reference_model(self.model, config),
+            data_parallel=self.dp,
             temperature=config.rollout.temperature,
+            episode_token_budget=config.rollout.max_tokens_per_episode,
         )
         # the in-process sampler computes as the learner does, so their log-probs describe one distribution
         compute = functools.partial(autocast, self.learner.precision, self.learner.device)
         self.policy = build_policy(config.policy, self.model, self.tokenizer, compute=compute)
-        self.tools = self._tool_backend()
+        self.tools = build_tool_client(config, self.scaffold)
         self.partial = PartialRollouts.for_run(config.rollout, self.scaffold, self.policy, self.tools, seed=config.seed)
         self.state = TrainerState(step=0, wall_s=0.0, policy_version=0)
         if resume and (ckpt := latest_checkpoint(self.run_dir)) is not None:
@@ -110,10 +124,12 @@ class Trainer:
                 self.policy.refresh_weights()
             if self.partial is not None:  # the carried groups' sessions died with the old process: re-issue them
                 self.partial.restore(load_carried(ckpt), {t.id: t for t in self.train_tasks})
-        if resume:
+        if resume and self.dp.is_main:
             rewind_logs(self.run_dir, self.state.step)
-        self.metrics = MetricsLogger(
-            self.run_dir, tensorboard=config.tensorboard, logging=config.logging, run_config=config
+        self.metrics = (
+            MetricsLogger(self.run_dir, tensorboard=config.tensorboard, logging=config.logging, run_config=config)
+            if self.dp.is_main
+            else None
         )
 
     @classmethod
@@ -129,31 +145,12 @@ class Trainer:
         """Train to the end (or to `trainer.max_minutes`); returns the last step's metrics. Inside a running event
         loop (a notebook) the run goes on in a thread of its own while this call waits for it; an interrupt stops
         it after the current step, checkpointed."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return self._run()
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentrl-trainer") as worker:
-            run = worker.submit(self._run)
-            try:
-                while True:
-                    with contextlib.suppress(concurrent.futures.TimeoutError):
-                        return run.result(timeout=0.2)  # short waits, so an interrupt reaches this thread
-            except KeyboardInterrupt:
-                self.stop()
-                run.result()
-                raise
+        return run_blocking(self._run, self.stop)
 
     async def arun(self) -> dict[str, float]:
         """`run()` for async code: the run goes on in a thread of its own, so the caller's event loop stays free;
         cancelling the await stops the run after the current step, checkpointed."""
-        worker = asyncio.ensure_future(asyncio.to_thread(self._run))
-        try:
-            return await asyncio.shield(worker)
-        except asyncio.CancelledError:
-            self.stop()
-            await asyncio.wait([worker])
-            raise
+        return await run_awaitable(self._run, self.stop)
 
     def stop(self) -> None:
         """Ask a running `run()` to stop after the current step (checkpointed); safe from any thread."""
@@ -161,11 +158,13 @@ class Trainer:
 
     def _run(self) -> dict[str, float]:
         cfg = self.config
-        (self.run_dir / "config.toml").write_text(dump_toml(cfg))
+        if self.dp.is_main:
+            (self.run_dir / "config.toml").write_text(dump_toml(cfg))
         started = time.monotonic() - self.state.wall_s
         last: dict[str, float] = {}
+        shown = cfg.progress and self.dp.is_main
         try:
-            with TrainProgress(cfg.trainer.steps, enabled=cfg.progress, start_step=self.state.step) as progress:
+            with TrainProgress(cfg.trainer.steps, enabled=shown, start_step=self.state.step) as progress:
                 if self.context_window and cfg.rollout.max_tokens_per_episode > self.context_window:
                     progress.log(
                         f"warning: rollout.max_tokens_per_episode ({cfg.rollout.max_tokens_per_episode}) exceeds the "
@@ -193,7 +192,7 @@ class Trainer:
         cfg = self.config
         t0 = time.monotonic()
         groups, collect_stats = self.collect(step, progress.rollouts)
-        groups = self.score(groups, filters=True)
+        groups = self.filter(self.gather(self.score(groups), step))
         samples, credit_stats = self.credit(groups)
         if hasattr(self.policy, "release_memory"):  # a colocated engine sleeps while the learner updates
             self.policy.release_memory()
@@ -228,7 +227,11 @@ class Trainer:
         sampler_stats = getattr(self.policy, "stats", None)
         if sampler_stats is not None:
             sampler_stats.reset()
+        server_stats = getattr(self.policy, "server_stats", None)  # the openai backend's pool of servers
+        if server_stats is not None:
+            server_stats.reset()
         t0 = time.monotonic()
+        tasks = self.dp.shard(tasks)
         with rollouts if rollouts is not None else contextlib.nullcontext():
             groups = self.loop.run_until_complete(
                 self.partial.collect(
@@ -251,23 +254,21 @@ class Trainer:
             )
         seconds = time.monotonic() - t0
         trajectories = [t for g in groups for t in g.trajectories]
-        if all(t.is_infra_failure for t in trajectories):
-            # nothing to learn from, and continuing would hide a broken setup behind empty steps
-            raise InfraError(f"every trajectory of step {step} failed: {trajectories[0].error}")
+        if not self.dp.enabled:
+            require_some_valid(groups, step)
         sampled = sum(t.num_sampled_tokens for t in trajectories)
         stats = {"time/collect_s": seconds, "rollout/tokens_per_s": sampled / max(seconds, 1e-9)}
         if sampler_stats is not None and sampler_stats.batches:
             stats["rollout/batch_rows_mean"] = sum(sampler_stats.rows) / len(sampler_stats.rows)
+        if server_stats is not None:
+            stats.update(server_stats.metrics())
         if self.partial is not None:
             stats.update({f"rollout/{k}": float(v) for k, v in dataclasses.asdict(self.partial.stats).items()})
         return groups, stats
 
-    def score(self, groups: list[TrajectoryGroup], *, filters: bool = False) -> list[TrajectoryGroup]:
+    def score(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
         """Reward every trajectory, one reward component at a time over all of them (so model probes batch across
-        groups and each component's cost is its own); with `filters`, then apply `reward_filters`. What it cost
-        and what it removed lands in `self.score_stats`."""
-        from agentrl.registry import resolve
-
+        groups and each component's cost is its own). What it cost lands in `self.score_stats`."""
         items = [(g.task, t) for g in groups for t in g.trajectories]
         probes = getattr(self.policy, "score_stats", None)
         forwards_before = probes.forwards if probes is not None else 0
@@ -283,11 +284,27 @@ class Trainer:
         }
         if probes is not None:
             self.score_stats["score/policy_forwards"] = float(probes.forwards - forwards_before)
-        if filters and self.config.reward_filters:
-            named = [(spec, resolve("reward_filter", spec)) for spec in self.config.reward_filters]
-            scored, filter_stats = apply_filters(named, scored)
-            self.score_stats.update(filter_stats)
         return scored
+
+    def gather(self, groups: list[TrajectoryGroup], step: int) -> list[TrajectoryGroup]:
+        """Every rank's scored groups, in the tasks' order, on every rank (one process: `groups` as they are)."""
+        if not self.dp.enabled:
+            return groups
+        groups = self.dp.gather(groups)
+        require_some_valid(groups, step)
+        self.score_stats.update(component_metrics(groups))
+        return groups
+
+    def filter(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
+        """Apply `reward_filters` to the whole batch; what they removed lands in `self.score_stats`."""
+        from agentrl.registry import resolve
+
+        if not self.config.reward_filters:
+            return groups
+        named = [(spec, resolve("reward_filter", spec)) for spec in self.config.reward_filters]
+        groups, filter_stats = apply_filters(named, groups)
+        self.score_stats.update(filter_stats)
+        return groups
 
     def credit(self, groups: list[TrajectoryGroup]):
         return assign_credit(groups, config=self.config.trainer)
@@ -316,7 +333,7 @@ class Trainer:
         groups = self.loop.run_until_complete(
             collect_groups(
                 self.eval_scaffold,
-                self.eval_tasks,
+                self.dp.shard(self.eval_tasks),
                 self.policy,
                 self.tools,
                 samples_per_prompt=self.config.eval.samples_per_task,
@@ -326,8 +343,9 @@ class Trainer:
                 timeout_s=self.config.rollout.trajectory_timeout_s,
             )
         )
-        groups = self.score(groups)
-        write_trajectories(self.run_dir, f"eval_step_{step:06d}.jsonl", groups)
+        groups = self.dp.gather(self.score(groups))
+        if self.dp.is_main:
+            write_trajectories(self.run_dir, f"eval_step_{step:06d}.jsonl", groups)
         primary = self.rewards.names[0]
         outcomes = [Outcome.of(t, g.task.scaffold, success_of(t, primary)) for g in groups for t in g.trajectories]
         require_valid(outcomes, f"the evaluation at step {step}")
@@ -337,6 +355,8 @@ class Trainer:
     def log(
         self, step: int, stats: dict[str, float], progress: TrainProgress, groups: Sequence[TrajectoryGroup] = ()
     ) -> None:
+        if self.metrics is None:  # a rank other than 0: rank 0 writes the run's logs
+            return
         self.metrics.log(step, stats)
         progress.advance(step, stats)
         if groups:
@@ -344,7 +364,9 @@ class Trainer:
 
     def checkpoint(self, step: int, *, force: bool = False) -> None:
         cfg = self.config
-        if force or step % cfg.checkpoint_every_steps == 0 or step == cfg.trainer.steps:
+        if not (force or step % cfg.checkpoint_every_steps == 0 or step == cfg.trainer.steps):
+            return
+        if self.dp.is_main:  # weights and optimizer state are the same on every rank
             save_checkpoint(
                 self.run_dir,
                 self.state,
@@ -354,6 +376,7 @@ class Trainer:
                 keep=cfg.keep_checkpoints,
                 carried=self.partial.carry_state() if self.partial is not None else (),
             )
+        self.dp.barrier()  # no rank runs ahead of the checkpoint on disk
 
     # --- plumbing --------------------------------------------------------------------------------------
 
@@ -361,34 +384,13 @@ class Trainer:
         every = self.config.eval.every_steps
         return bool(every) and (step % every == 0 or step == self.config.trainer.steps)
 
-    def _reference_model(self) -> Any:
-        """A frozen copy of the initial policy for the KL term (LoRA runs use the base model instead)."""
-        if self.config.trainer.kl_coef <= 0 or self.config.policy.lora_rank > 0:
-            return None
-        import copy
-
-        import torch
-
-        reference = copy.deepcopy(self.model).eval()
-        reference.requires_grad_(False)
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        if resolve_precision(self.config.trainer.precision, trainable) == "bf16-mixed":
-            reference.to(torch.bfloat16)  # autocast computes in bf16 anyway: an fp32 copy would double its memory
-        return reference
-
-    def _tool_backend(self) -> ToolClient:
-        cfg = self.config
-        if cfg.tool_servers:
-            return ToolClient(list(cfg.tool_servers), token=cfg.tool_server_token)
-        from agentrl.toolserver.app import create_app
-
-        return ToolClient(app=create_app(list(self.scaffold.toolsets()), config=cfg.tool_server))
-
     def close(self) -> None:
-        self.metrics.close()
+        if self.metrics is not None:
+            self.metrics.close()
         if self.partial is not None:
             self.loop.run_until_complete(self.partial.aclose())
         if hasattr(self.policy, "aclose"):
             self.loop.run_until_complete(self.policy.aclose())
         self.loop.run_until_complete(self.tools.aclose())
         self.loop.close()
+        self.dp.close()

@@ -26,6 +26,13 @@ def train(
     resume: Annotated[Path | None, typer.Option(help="Resume the run in this directory.")] = None,
     name: Annotated[str | None, typer.Option(help="Run name (directory under output_dir).")] = None,
     help_config: Annotated[bool, typer.Option("--help-config", help="List every config field and exit.")] = False,
+    nproc: Annotated[
+        int,
+        typer.Option(
+            help="Data-parallel processes on this machine, started by accelerate's launcher (one per GPU; gloo on "
+            "the CPU). Launched already (accelerate launch -m agentrl train, torchrun)? Leave it at 1."
+        ),
+    ] = 1,
 ) -> None:
     """Train a policy with RL. With no arguments: the shipped tiny policy on the bundled code+search tasks."""
     from agentrl.config import load_config
@@ -36,6 +43,11 @@ def train(
     if help_config:
         typer.echo(_config_help())
         raise typer.Exit()
+    if nproc > 1:
+        args = [*(overrides or []), *_given(scaffold=scaffold, model=model, config=config, resume=resume, name=name)]
+        raise typer.Exit(_launch(nproc, args))
+    if nproc < 1:
+        raise ConfigError(f"--nproc must be >= 1, not {nproc}")
     extra = list(overrides or [])
     extra += [f"scaffold={scaffold}"] if scaffold else []
     extra += [f"policy.model={model}"] if model else []
@@ -46,13 +58,43 @@ def train(
         trainer = Trainer.from_run_dir(resume, extra)
     else:
         trainer = Trainer(load_config(config, extra))
-    typer.echo(f"run directory: {trainer.run_dir}")
+    main = trainer.dp.is_main
+    if main:
+        typer.echo(f"run directory: {trainer.run_dir}")
     try:
         trainer.run()
     except AgentRLError as e:  # the run directory holds the last checkpoint: say how to go on from it
         e.args = (f"{e} (continue with: agentrl train --resume {trainer.run_dir})",)
         raise
-    typer.echo(report(trainer.run_dir))
+    if main:
+        typer.echo(report(trainer.run_dir))
+
+
+def _given(**options: object) -> list[str]:
+    return [arg for key, value in options.items() if value is not None for arg in (f"--{key}", str(value))]
+
+
+def _launch(nproc: int, args: list[str]) -> int:
+    """Run `agentrl train ARGS` in `nproc` processes under accelerate's launcher; its exit code. The processes
+    find each other through a free port on this machine; each prints its own errors."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from agentrl.errors import ConfigError
+
+        raise ConfigError("--nproc inside a launched process: the launcher already started the processes")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        *(sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1"),
+        *("--num_processes", str(nproc), "--main_process_port", str(port)),
+        *("--mixed_precision", "no", "--dynamo_backend", "no", "-m", "agentrl", "train", *args),
+    ]
+    return subprocess.run(command, check=False).returncode
 
 
 @train_app.command()

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl.errors import InfraError
 from agentrl.types import StopReason, TrajectoryGroup, trajectory_to_json
 
 
@@ -27,8 +28,9 @@ def rollout_metrics(
     n = max(len(valid), 1)
     lengths = [len(t.token_ids) for t in valid]  # token_ids builds the whole context: once per trajectory
     stops = Counter(t.stop_reason for t in trajs)
+    scored = [t.reward for t in valid if t.reward is not None]  # an abstained total is no score, not a score of 0
     out = {
-        "reward/mean": sum(t.reward or 0.0 for t in valid) / n,
+        "reward/mean": sum(scored) / max(len(scored), 1),
         "success/mean": sum(success_of(t, primary_reward) for t in valid) / n,
         "tool_calls/mean": sum(t.num_tool_calls for t in valid) / n,
         "turns/mean": sum(len(t.turns) for t in valid) / n,
@@ -58,3 +60,10 @@ def rewind_logs(run_dir: Path, step: int) -> None:
     for old in (run_dir / "trajectories").glob("*step_*.jsonl"):
         if int(old.stem.rsplit("_", 1)[1]) > step:
             old.unlink()
+
+
+def require_some_valid(groups: Sequence[TrajectoryGroup], step: int) -> None:
+    """Nothing to learn from a step whose every trajectory failed, and going on would hide a broken setup."""
+    trajectories = [t for g in groups for t in g.trajectories]
+    if all(t.is_infra_failure for t in trajectories):
+        raise InfraError(f"every trajectory of step {step} failed: {trajectories[0].error}")

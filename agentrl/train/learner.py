@@ -45,6 +45,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from agentrl.rollout.config import RolloutConfig
 from agentrl.train.config import TrainerConfig
+from agentrl.train.distributed import DataParallel
 from agentrl.train.forward import forward_logprobs_B_T1
 from agentrl.train.kl import kl_k3
 from agentrl.train.losses import entropy_aware_advantages
@@ -117,6 +118,7 @@ class Learner:
         temperature: float = 1.0,
         episode_token_budget: int = RolloutConfig.max_tokens_per_episode,
         total_optimizer_steps: int | None = None,
+        data_parallel: DataParallel | None = None,
     ) -> None:
         check_schedule(config.lr_schedule, config.warmup_steps, config.min_lr_ratio)
         self.objective = Objective(config, episode_token_budget=episode_token_budget)
@@ -127,6 +129,7 @@ class Learner:
             )
         self.model = model
         self.config = config
+        self.dp = data_parallel or DataParallel.single()
         self.pad_token_id = pad_token_id
         self.ref_model = ref_model
         self.temperature = temperature
@@ -163,17 +166,19 @@ class Learner:
         epochs = self.config.update_epochs
         try:
             minibatches = split_minibatches(len(samples), self.config.minibatches_per_step)
+            # each pass's mini-batches, as indices into `samples`, and this rank's share of each
+            passes = [[[order[i] for i in indices] for indices in minibatches] for order in self._orders(len(samples))]
             old_logprobs = None
             if len(minibatches) * epochs > 1:
-                old_logprobs = self._old_logprobs(samples, token_sums)
-            for epoch in range(epochs):
-                order = self._shuffled(len(samples), epoch)
-                for indices in minibatches:
-                    chosen = [order[i] for i in indices]
-                    old = [old_logprobs[i] for i in chosen] if old_logprobs is not None else None
-                    self._train_minibatch([samples[i] for i in chosen], old, token_sums, step_sums)
+                needed = {i for chosen in sum(passes, []) for i in self.dp.shard(chosen)}
+                first = {i for chosen in passes[0] for i in self.dp.shard(chosen)}  # ranks' drift: a partition
+                old_logprobs = self._old_logprobs(samples, token_sums, sorted(needed), first)
+            for chosen in sum(passes, []):
+                self._train_minibatch(samples, chosen, old_logprobs, token_sums, step_sums)
         finally:
             self.model.train(was_training)
+        token_sums = self.dp.sum_floats(token_sums)  # each rank summed over its own samples
+        step_sums.update(self.dp.sum_floats({k: step_sums[k] for k in ("loss", "pg_loss", "microbatches")}))
         self.step += 1
         elapsed_s = time.perf_counter() - start
         num_tokens = sum(s.num_loss_tokens for s in samples)
@@ -208,28 +213,39 @@ class Learner:
         self.step = int(state["step"])
         self.optimizer_steps = int(state.get("optimizer_steps", self.step * self.updates_per_batch))
 
-    def _shuffled(self, num_samples: int, epoch: int) -> list[int]:
-        """The sample order of one pass: a permutation seeded by (step, pass), so a resumed run repeats it."""
-        order = list(range(num_samples))
-        if self.config.minibatches_per_step > 1:  # one mini-batch: the order changes nothing but float sums
-            random.Random(self.step * 1_000_003 + epoch).shuffle(order)
-        return order
+    def _orders(self, num_samples: int) -> list[list[int]]:
+        """The sample order of each pass: a permutation seeded by (step, pass), so a resumed run (and every rank)
+        repeats it."""
+        orders = []
+        for epoch in range(self.config.update_epochs):
+            order = list(range(num_samples))
+            if self.config.minibatches_per_step > 1:  # one mini-batch: the order changes nothing but float sums
+                random.Random(self.step * 1_000_003 + epoch).shuffle(order)
+            orders.append(order)
+        return orders
 
     # --- one mini-batch --------------------------------------------------------------------------------
 
     def _train_minibatch(
         self,
-        samples: list[TrainSample],
-        old_logprobs: list[Tensor] | None,
+        all_samples: Sequence[TrainSample],
+        chosen: list[int],
+        all_old: dict[int, Tensor] | None,
         token_sums: dict[str, float],
         step_sums: dict[str, float],
     ) -> None:
+        """One optimizer step on the mini-batch `all_samples[chosen]`, of which this rank trains its share; the
+        normalisers count the whole mini-batch (every rank holds it), and the ranks' gradients are summed."""
+        samples = [all_samples[i] for i in chosen]
         totals = {
             "num_sequences": sum(1 for s in samples if s.num_loss_tokens > 0),
             "num_tokens": sum(s.num_loss_tokens for s in samples),
         }
-        if self.config.entropy_alpha > 0:
+        if self.config.entropy_alpha > 0:  # statistics of the whole mini-batch, before it is shared out
             samples = entropy_scaled(samples, self.config.entropy_alpha, step_sums)
+        mine = self.dp.shard(range(len(chosen)))
+        old_logprobs = [all_old[chosen[k]] for k in mine] if all_old is not None else None
+        samples = [samples[k] for k in mine]
         plans = plan_microbatches([len(s.token_ids) for s in samples], self.config.max_tokens_per_microbatch)
         for plan in plans:
             batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
@@ -247,6 +263,7 @@ class Learner:
             step_sums["loss"] += float(loss.detach())
             step_sums["pg_loss"] += float(pg_loss.detach())
         step_sums["microbatches"] += len(plans)
+        self.dp.sum_gradients(self.params)
         grad_norm = self._optimizer_step()
         step_sums["grad_norm"] += grad_norm
         step_sums["skipped_steps"] += float(not math.isfinite(grad_norm))
@@ -295,16 +312,21 @@ class Learner:
             return self._logprobs(self.model, batch)[0]
 
     @torch.no_grad()
-    def _old_logprobs(self, samples: Sequence[TrainSample], token_sums: dict[str, float]) -> list[Tensor]:
-        """Logprobs of every sample under the weights before this step's first optimizer step."""
-        old: list[Tensor] = [torch.empty(0)] * len(samples)
-        lengths = [len(s.token_ids) for s in samples]
+    def _old_logprobs(
+        self, samples: Sequence[TrainSample], token_sums: dict[str, float], needed: list[int], recorded: set[int]
+    ) -> dict[int, Tensor]:
+        """Logprobs of `samples[needed]` under the weights before this step's first optimizer step; the sampler
+        drift is recorded over `samples[recorded]`."""
+        old: dict[int, Tensor] = {}
+        lengths = [len(samples[i].token_ids) for i in needed]
         for plan in plan_microbatches(lengths, self.config.max_tokens_per_microbatch):
-            batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
+            batch = collate([samples[needed[k]] for k in plan], self.pad_token_id, self.device)
             logprobs_B_T1 = self._logprobs(self.model, batch)[0]
-            self._record_sampler_drift(logprobs_B_T1, batch, token_sums)
-            for row, i in enumerate(plan):
-                old[i] = logprobs_B_T1[row, : lengths[i] - 1]
+            drift_B_T1 = torch.tensor([needed[k] in recorded for k in plan], device=batch.mask_B_T1.device)[:, None]
+            drift = dataclasses.replace(batch, mask_B_T1=batch.mask_B_T1 & drift_B_T1)
+            self._record_sampler_drift(logprobs_B_T1, drift, token_sums)
+            for row, k in enumerate(plan):
+                old[needed[k]] = logprobs_B_T1[row, : lengths[k] - 1]
         return old
 
     @staticmethod
