@@ -52,8 +52,8 @@ class RunConfig:
     tools: tuple[str, ...] = ()
     """Toolsets for the `react` scaffold: import paths of modules, classes or @tool functions."""
     tasks: TaskSourceConfig = field(default_factory=TaskSourceConfig)
-    """Tasks for the `react` scaffold: `tasks=PATH` (a file, a directory, a dataset id, a gateway recording)
-    is short for `tasks.path=PATH`; `tasks.*` maps columns and splits."""
+    """Tasks for the `react` and `agent` scaffolds: `tasks=PATH` (a file, a directory, a dataset id, a gateway
+    recording) is short for `tasks.path=PATH`; `tasks.*` maps columns and splits."""
     agent: str | None = None
     """Import path of an async agent function for the `agent` scaffold, `async def agent(task, client, model)`
     returning the final answer: it runs as the rollout, its OpenAI client served by the policy being trained."""
@@ -142,9 +142,14 @@ def run_config(
     if scaffold is not None:
         named["scaffold"] = describe(type(scaffold))
     if tools or tasks is not None:
-        if config.scaffold not in ("react", RunConfig.scaffold):
-            raise ConfigError(f"tools and tasks configure the react scaffold, but scaffold={config.scaffold!r}")
-        named["scaffold"] = "react"
+        chosen = named.get("scaffold", config.scaffold)
+        takes = ("react", "agent", RunConfig.scaffold) if not tools else ("react", RunConfig.scaffold)
+        if chosen not in takes:
+            raise ConfigError(
+                f"{'tools' if tools else 'tasks'} configure the react scaffold (tasks: the agent one too), "
+                f"but scaffold={chosen!r}"
+            )
+        named["scaffold"] = "react" if chosen == RunConfig.scaffold else chosen
     if tools:
         named["tools"] = tuple(describe(t) for t in tools)
     if isinstance(tasks, (str, Path)):
