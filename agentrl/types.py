@@ -178,8 +178,8 @@ class Trajectory:
     policy_version: int = 0
     """Learner step whose weights sampled this trajectory."""
     error: str | None = None
-    """Infrastructure error message, when `stop_reason` is INFRA_ERROR (for the `agent` scaffold, also an
-    exception the agent function raised, with its type)."""
+    """Infrastructure error message, when `stop_reason` is INFRA_ERROR; for the `agent` scaffold also the exception
+    an agent raised on its own account (the episode is kept, as `tool_failure` or `parse_errors`)."""
     answer: str | None = None
     """The final answer text the scaffold extracted, if any."""
 
