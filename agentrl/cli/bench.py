@@ -92,3 +92,44 @@ def bench_learner(
     from agentrl.bench.learner_bench import run_benchmark
 
     typer.echo(json.dumps(run_benchmark(tokens, vocab, hidden, chunk, device, entropy), indent=2))
+
+
+@bench_app.command("trl")
+def bench_trl(
+    steps: Annotated[int, typer.Option(help="Training steps of each side.")] = 8,
+    prompts: Annotated[int, typer.Option(help="Tasks per step.")] = 8,
+    samples: Annotated[int, typer.Option(help="Trajectories per task (the group size).")] = 4,
+    max_new_tokens: Annotated[int, typer.Option(help="Tokens the policy may sample in one turn.")] = 64,
+    tool_rounds: Annotated[int, typer.Option(help="Tool rounds an episode may take before its last turn.")] = 3,
+    lr: Annotated[float, typer.Option(help="Learning rate of both sides.")] = 2e-4,
+    minibatches: Annotated[int, typer.Option(help="Optimizer steps per step, on both sides.")] = 4,
+    seed: Annotated[int, typer.Option(help="Seed of both sides.")] = 0,
+    device: Annotated[str, typer.Option(help="Torch device of both sides.")] = "cpu",
+    threads: Annotated[int, typer.Option(help="torch intra-op threads of both sides (0: torch's default).")] = 0,
+    agentrl_set: Annotated[
+        list[str] | None, typer.Option("--set", help="A `key=value` setting of agentrl's side only (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """agentrl vs TRL's GRPOTrainer on the code scaffold's calculator task with the tiny policy: the same prompts,
+    group size, token limits and learning rate, both in this process with their steps alternating; seconds per
+    step (wall and CPU) and the reward curve of each side, and the TRL / agentrl ratio."""
+    import json
+
+    from agentrl.bench.trl_bench import TrlBenchConfig, format_table, run_benchmark
+
+    config = TrlBenchConfig(
+        steps=steps,
+        prompts_per_step=prompts,
+        samples_per_prompt=samples,
+        max_new_tokens_per_turn=max_new_tokens,
+        max_tool_rounds=tool_rounds,
+        lr=lr,
+        minibatches_per_step=minibatches,
+        seed=seed,
+        device=device,
+        torch_threads=threads,
+        agentrl_overrides=tuple(agentrl_set or ()),
+    )
+    result = run_benchmark(config)
+    typer.echo(json.dumps(result, indent=2) if as_json else format_table(result))

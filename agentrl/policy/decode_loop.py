@@ -162,6 +162,10 @@ class DecodeLoop:
         self.pending: torch.Tensor | None = None
         self.forwards = 0
         self._cache_keyword = _cache_keyword(model)
+        # a prefill needs the last position's logits only; every prompt position's is most of its cost
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        takes = "logits_to_keep" in inspect.signature(type(base).forward).parameters
+        self._last_logits = {"logits_to_keep": 1} if takes else {}
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -243,6 +247,7 @@ class DecodeLoop:
             position_ids=positions,
             use_cache=True,
             **{self._cache_keyword: cache},
+            **self._last_logits,
         )
         self.forwards += 1
         return out.logits[:, -1, :]
