@@ -82,10 +82,14 @@ def _launch(nproc: int, args: list[str]) -> int:
     import subprocess
     import sys
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from agentrl.errors import ConfigError
+    import torch
 
+    from agentrl.errors import ConfigError
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ConfigError("--nproc inside a launched process: the launcher already started the processes")
+    if torch.cuda.is_available() and nproc > torch.cuda.device_count():
+        raise ConfigError(f"--nproc {nproc} but this machine has {torch.cuda.device_count()} GPUs: one process per GPU")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
