@@ -10,6 +10,7 @@ weights by up to 4e-4), and 1e-8 for the mean difference (~3e-10 seen).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -66,16 +67,21 @@ def mean_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> f
 
 
 def test_two_processes_train_the_weights_one_process_trains(tmp_path):
-    train(tmp_path, "one", "trainer.steps=2")
-    train(tmp_path, "two", "trainer.steps=2", nproc=2)
+    evaluated = ("trainer.steps=2", "eval.every_steps=1", "eval.max_tasks=8")
+    train(tmp_path, "one", *evaluated)
+    train(tmp_path, "two", *evaluated, nproc=2)
     one, two = weights(tmp_path / "one", 2), weights(tmp_path / "two", 2)
     start = weights(tmp_path / "one", 1)
     moved = largest_difference(one, start)
     assert moved > 10 * ATOL, moved  # the step changed the weights, so agreeing is not trivial
     assert largest_difference(one, two) < ATOL
     assert mean_difference(one, two) < 1e-8  # nearly every weight agrees to rounding (~3e-10 seen)
-    records = (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()
-    assert len(records) == 2  # only rank 0 writes the logs
+    records = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    alone = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2]  # only rank 0 writes the logs, once per step
+    for key in ("reward/mean", "eval/success", "eval/episodes"):  # the whole batch and evaluation, gathered
+        assert [r.get(key) for r in records] == [r.get(key) for r in alone], key
+    assert records[-1]["eval/episodes"] == 8
 
 
 def test_a_killed_two_process_run_resumes_in_one_process(tmp_path):
