@@ -180,15 +180,16 @@ def build_scaffold(
 
 
 def build_tool_client(config: Any, scaffold: Any) -> Any:
-    """The run's tool backend: a client of `config.tool_servers` when set, else of an in-process tool server
-    holding the scaffold's toolsets."""
-    from agentrl.toolserver.client import ToolClient
-
+    """The run's tool backend: a client of `config.tool_servers` when set, else an in-process tool server holding
+    the scaffold's toolsets, called directly (`LocalToolClient`: the same sessions, without HTTP in between)."""
     if config.tool_servers:
-        return ToolClient(list(config.tool_servers), token=config.tool_server_token)
-    from agentrl.toolserver.app import create_app
+        from agentrl.toolserver.client import ToolClient
 
-    return ToolClient(app=create_app(list(scaffold.toolsets()), config=config.tool_server))
+        return ToolClient(list(config.tool_servers), token=config.tool_server_token)
+    from agentrl.toolserver.local_client import LocalToolClient
+    from agentrl.toolserver.sessions import ToolSessions
+
+    return LocalToolClient(ToolSessions(list(scaffold.toolsets()), config.tool_server))
 
 
 def build_rewards(specs: Sequence[str], rewards: Sequence[Any] = ()) -> Any:
