@@ -57,8 +57,23 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONTENT_PART_TYPES = ("text", "image_url")
 
 
-class _BadArguments(Exception):
-    """Arguments that do not fit the tool's signature; becomes a `bad_arguments` result."""
+class BadArguments(Exception):
+    """Arguments that do not fit the tool's signature or schema; becomes a `bad_arguments` result."""
+
+
+def arguments_object(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """A call's arguments as a dict: a mapping as given, JSON text decoded, nothing (or blank text) as {}; anything
+    else raises `BadArguments`."""
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}
+    if isinstance(arguments, (str, bytes)):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise BadArguments(f"arguments are not valid JSON ({exc})") from None
+    if not isinstance(arguments, Mapping):
+        raise BadArguments(f"arguments must be a JSON object, not {type(arguments).__name__}")
+    return dict(arguments)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +154,7 @@ class FunctionTool:
             return ToolResult.error(call_id, "failed", message, elapsed())
         try:
             args, kwargs = self._parse(arguments)
-        except _BadArguments as exc:
+        except BadArguments as exc:
             return ToolResult.error(call_id, "bad_arguments", f"bad arguments for {self.name}: {exc}", elapsed())
         try:
             async with asyncio.timeout(self.timeout_s) as deadline:
@@ -156,19 +171,10 @@ class FunctionTool:
             return ToolResult.error(call_id, "failed", _exception_text(exc), elapsed())
 
     def _parse(self, arguments: Mapping[str, Any] | str | None) -> tuple[list[Any], dict[str, Any]]:
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        if isinstance(arguments, (str, bytes)):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                raise _BadArguments(f"arguments are not valid JSON ({exc})") from None
-        if not isinstance(arguments, Mapping):
-            raise _BadArguments(f"arguments must be a JSON object, not {type(arguments).__name__}")
         try:
-            validated = self.model.model_validate(arguments)
+            validated = self.model.model_validate(arguments_object(arguments))
         except ValidationError as exc:
-            raise _BadArguments(_validation_text(exc)) from None
+            raise BadArguments(_validation_text(exc)) from None
         args: list[Any] = [self._instance] if self.is_method else []
         kwargs: dict[str, Any] = {}
         for param in self._params:

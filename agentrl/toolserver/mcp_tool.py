@@ -26,17 +26,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentrl.errors import ConfigError, InfraError, ToolError
-from agentrl.tool import FunctionTool
+from agentrl.tool import BadArguments, FunctionTool, arguments_object
 from agentrl.tool_parameters import policy_schema
 from agentrl.types import ToolResult
 
 _NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME_CHARS = 64
 _MAX_ARGUMENT_ERRORS = 5
-
-
-class _BadArguments(Exception):
-    """Arguments that do not fit the tool's input schema; becomes a `bad_arguments` result."""
 
 
 class MCPTool(FunctionTool):
@@ -94,7 +90,7 @@ class MCPTool(FunctionTool):
             return ToolResult.error(call_id, "failed", message, elapsed())
         try:
             checked = self._arguments(arguments)
-        except _BadArguments as exc:
+        except BadArguments as exc:
             return ToolResult.error(call_id, "bad_arguments", f"bad arguments for {self.name}: {exc}", elapsed())
         try:
             async with asyncio.timeout(self.timeout_s) as deadline:
@@ -113,20 +109,11 @@ class MCPTool(FunctionTool):
         return result_from_mcp(reply, call_id, elapsed())
 
     def _arguments(self, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        if isinstance(arguments, (str, bytes)):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                raise _BadArguments(f"arguments are not valid JSON ({exc})") from None
-        if not isinstance(arguments, Mapping):
-            raise _BadArguments(f"arguments must be a JSON object, not {type(arguments).__name__}")
-        arguments = dict(arguments)
+        arguments = arguments_object(arguments)
         if self._validator is not None:
             errors = sorted(self._validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path])
             if errors:
-                raise _BadArguments(_errors_text(errors))
+                raise BadArguments(_errors_text(errors))
         return arguments
 
 

@@ -168,12 +168,13 @@ class Learner:
             minibatches = split_minibatches(len(samples), self.config.minibatches_per_step)
             # each pass's mini-batches, as indices into `samples`, and this rank's share of each
             passes = [[[order[i] for i in indices] for indices in minibatches] for order in self._orders(len(samples))]
+            steps = [chosen for one_pass in passes for chosen in one_pass]  # one optimizer step each
             old_logprobs = None
-            if len(minibatches) * epochs > 1:
-                needed = {i for chosen in sum(passes, []) for i in self.dp.shard(chosen)}
+            if len(steps) > 1:
+                needed = {i for chosen in steps for i in self.dp.shard(chosen)}
                 first = {i for chosen in passes[0] for i in self.dp.shard(chosen)}  # ranks' drift: a partition
                 old_logprobs = self._old_logprobs(samples, token_sums, sorted(needed), first)
-            for chosen in sum(passes, []):
+            for chosen in steps:
                 self._train_minibatch(samples, chosen, old_logprobs, token_sums, step_sums)
         finally:
             self.model.train(was_training)
