@@ -3,7 +3,14 @@
 A sandbox is one `bwrap` process with new user, pid, network, ipc, uts and cgroup namespaces; `/usr` and a few
 files of `/etc` bound read-only, a private `/tmp`, `/proc`, `/dev`, the root remounted read-only, and the host
 directory of its workspaces bound at `/.family`. Inside, `worker.py` runs a keeper and one session worker per
-session (see there). With `--die-with-parent`, a server that dies takes its sandboxes with it.
+session (see there).
+
+A server that dies takes its sandboxes with it, however it dies. `--die-with-parent` alone does not promise that:
+bwrap sets its parent-death signal itself once running, so a server SIGKILLed between the fork and that call leaves
+an orphaned bwrap. Each sandbox therefore gets a lifeline, a pipe whose write end only this server holds
+(close-on-exec, so no other sandbox or child inherits it): the keeper exits when the read end reaches end of file,
+and bwrap then ends the whole sandbox (its monitor exits with the keeper, and with `--die-with-parent` its pid 1
+follows, which kills every process of the pid namespace).
 
 When the server runs as root, each sandbox runs as a host uid of its own (from `SandboxConfig.uid_base`), so
 RLIMIT_NPROC bounds that sandbox alone, and sandboxes cannot signal each other or read each other's files. As
@@ -58,6 +65,8 @@ class Family:
     dir: Path
     uid: int | None
     process: subprocess.Popen
+    lifeline: int
+    """The write end of the sandbox's lifeline (see the module docstring), closed when the sandbox ends."""
     members: set[str] = field(default_factory=set)
     """Workspace names of the live sessions in this sandbox."""
 
@@ -115,16 +124,19 @@ class BwrapBackend:
             self._release(uid, family_dir)
             raise SandboxError(f"cannot prepare the sandbox's workspace: {exc}") from exc
         ours, theirs = socket.socketpair()
+        lifeline_r, lifeline_w = os.pipe()  # both close-on-exec; `pass_fds` hands the read end to this bwrap alone
         try:
-            process = await asyncio.to_thread(self._spawn, bwrap, family_dir, name, theirs, uid, network)
+            process = await asyncio.to_thread(self._spawn, bwrap, family_dir, name, theirs, lifeline_r, uid, network)
         except OSError as exc:
             ours.close()
+            os.close(lifeline_w)
             await _put_back(family_dir / name, workspace)
             self._release(uid, family_dir)
             raise SandboxError(f"cannot start bwrap: {exc}") from exc
         finally:
             theirs.close()
-        family = Family(family_dir, uid, process, {name})
+            os.close(lifeline_r)
+        family = Family(family_dir, uid, process, lifeline_w, {name})
         self.families.add(family)
         channel = WorkerChannel(ours)
         try:
@@ -141,11 +153,12 @@ class BwrapBackend:
         family.members.discard(name)
         if not keep_workspace:
             await asyncio.to_thread(shutil.rmtree, family.dir / name, True)
-        if family.members:
-            return
+        if family.members or family not in self.families:
+            return  # still in use, or already ended (its lifeline closed, its uid released: never twice)
         self.families.discard(family)
         kill_tree(family.process.pid)
         await asyncio.to_thread(family.process.wait)
+        os.close(family.lifeline)
         self._release(family.uid, family.dir)
 
     async def close_all(self) -> None:
@@ -182,7 +195,12 @@ class BwrapBackend:
             raise SandboxError("bubblewrap (`bwrap`) is not installed")
         scratch = self.root / "once"
         scratch.mkdir(exist_ok=True)
-        argv = self.bwrap_argv(bwrap, scratch, False) + [self.config.python, "-c", code]
+        # No keeper and no lifeline here: this is one process with a deadline, and a keeper would add a second
+        # interpreter start to every call, the cost this pattern exists to measure. `timeout` gives a bwrap
+        # orphaned by a dying server (see the module docstring) the deadline the server would have enforced.
+        deadline_s = timeout_s + self.config.kill_grace_s
+        argv = self.bwrap_argv(bwrap, scratch, False)
+        argv += ["timeout", "--signal=KILL", f"{deadline_s:g}", self.config.python, "-c", code]
         process = await asyncio.create_subprocess_exec(
             *argv, env=_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
         )
@@ -197,20 +215,27 @@ class BwrapBackend:
         )
 
     def _spawn(
-        self, bwrap: str, family_dir: Path, name: str, sock: socket.socket, uid: int | None, network: bool
+        self,
+        bwrap: str,
+        family_dir: Path,
+        name: str,
+        sock: socket.socket,
+        lifeline: int,
+        uid: int | None,
+        network: bool,
     ) -> subprocess.Popen:
         limits = {"rlimits": self.config.rlimits(), "output_bytes": self.config.output_bytes}
         if uid is None:
             limits["rlimits"].pop("RLIMIT_NPROC")
         fd = sock.fileno()
         argv = self.bwrap_argv(bwrap, family_dir, network)
-        argv += [self.config.python, "/.agentrl/worker.py", str(fd), name, json.dumps(limits)]
+        argv += [self.config.python, "/.agentrl/worker.py", str(lifeline), str(fd), name, json.dumps(limits)]
         quiet = None if os.environ.get("AGENTRL_SANDBOX_DEBUG") else subprocess.DEVNULL
         identity = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
         return subprocess.Popen(
             argv,
             env=_ENV,
-            pass_fds=(fd,),
+            pass_fds=(lifeline, fd),
             stdin=subprocess.DEVNULL,
             stdout=quiet,
             stderr=quiet,
@@ -245,7 +270,7 @@ def _check_traversable(path: Path) -> None:
 def remove_orphaned_roots(base: Path) -> None:
     """Remove the workspace roots of tool servers that died without cleaning up (their pid is gone).
 
-    Sandboxes themselves die with their server (`--die-with-parent`); only their directories can outlive it.
+    Sandboxes themselves die with their server (their lifeline); only their directories can outlive it.
     """
     for path in base.glob(f"{_ROOT_PREFIX}*-*"):
         pid = path.name[len(_ROOT_PREFIX) :].split("-", 1)[0]

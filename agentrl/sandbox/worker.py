@@ -3,11 +3,14 @@
 This file runs under the sandbox's own `python3` (the system interpreter, bound read-only), so it uses the
 standard library only and imports nothing from agentrl. The tool server starts it as
 
-    python3 /.agentrl/worker.py FD WORKSPACE_NAME LIMITS_JSON
+    python3 /.agentrl/worker.py LIFELINE_FD FD WORKSPACE_NAME LIMITS_JSON
 
-The first process (the keeper) forks the root session worker and then only reaps children: bubblewrap's pid 1
+The first process (the keeper) forks the root session worker and then waits for the server to go: bubblewrap
 ends the whole sandbox when its first child exits, so the keeper outlives every session of the sandbox, while
-sessions come and go. A session worker:
+sessions come and go. LIFELINE_FD is the read end of a pipe whose only write end the server holds; it reaches end
+of file when the server closes the sandbox or dies, however it died, and then the keeper exits, ending the
+sandbox. Session workers exit at the end of their sockets, but what they started (a shell's background job, a
+fork's processes) would otherwise live on. A session worker:
 
 - moves into a user + mount namespace of its own and binds `/.family/WORKSPACE_NAME` over `/workspace`, so every
   session of a sandbox sees its own workspace at the same path;
@@ -498,10 +501,12 @@ def _cut(data, limit):
     return (data or b"")[:limit].decode("utf-8", "replace")
 
 
-def keeper(fd, name, limits):
-    """The sandbox's first process: start the root session worker, then reap children until killed."""
-    if os.fork() == 0:
+def keeper(lifeline, fd, name, limits):
+    """The sandbox's first process: start the root session worker, reap it, and exit when the lifeline ends."""
+    child = os.fork()
+    if child == 0:
         try:
+            os.close(lifeline)
             os.setsid()
             set_limits(limits)
             enter_workspace(name, new_user_namespace=True)
@@ -511,15 +516,22 @@ def keeper(fd, name, limits):
         finally:
             os._exit(1)
     os.close(fd)
+    # A pidfd, not SIGCHLD: one blocking wait covers the lifeline and the root worker's exit, with no signal
+    # handler for session workers to inherit. Forked sessions are not the keeper's children: bubblewrap's pid 1
+    # reaps them.
+    watched = [lifeline]
+    try:
+        watched.append(os.pidfd_open(child))
+    except OSError:
+        pass  # a kernel before 5.3 has no pidfds: the root worker then stays a zombie until the sandbox ends
     while True:
-        try:
-            os.wait()
-        except ChildProcessError:
-            signal.pause()
-        except InterruptedError:
-            pass
+        ready = select.select(watched, [], [])[0]
+        if lifeline in ready:
+            os._exit(0)  # nothing is ever written: readable means end of file, the server is gone or done with us
+        os.waitpid(child, 0)
+        os.close(watched.pop())
 
 
 if __name__ == "__main__":
     os.chdir(WORKSPACE)
-    keeper(int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]))
+    keeper(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]))
