@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config_io import ConfigError, dump_toml, field_docs, from_dict, load_dataclass, to_dict
+from agentrl.distributed.config import RayConfig
 from agentrl.eval.config import EvalConfig, EvalRunConfig
 from agentrl.policy.config import PolicyConfig
 from agentrl.rollout.config import RolloutConfig
@@ -92,6 +93,7 @@ class RunConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
     def __post_init__(self) -> None:
         checks = [

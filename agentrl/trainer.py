@@ -36,9 +36,8 @@ from agentrl.doctor.model_doctor import require_chat_format
 from agentrl.doctor.preflight import check_train
 from agentrl.errors import ConfigError
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
-from agentrl.registry import build_rewards, build_scaffold, build_tool_client
+from agentrl.registry import build_rewards, build_rollouts, build_scaffold
 from agentrl.reward import apply_filters, component_metrics, reward_counters
-from agentrl.rollout.collect import collect_groups
 from agentrl.rollout.partial import PartialRollouts
 from agentrl.runlog.background import run_awaitable, run_blocking
 from agentrl.runlog.metrics import MetricsLogger
@@ -81,8 +80,13 @@ class Trainer:
         if run_dir is None:  # rank 0 names it (a timestamp, unless named) and every rank writes under that name
             run_dir = self.dp.share(new_run_dir(config, resume=resume) if self.dp.is_main else None)
         self.config, self.run_dir = config, Path(run_dir)
-        if self.dp.enabled and config.rollout.extra_groups_per_step:
+        if (self.dp.enabled or config.ray.enabled) and config.rollout.extra_groups_per_step:
             raise ConfigError("rollout.extra_groups_per_step (partial rollouts) runs in one process only, for now")
+        if config.ray.enabled and (scaffold is not None or tools or tasks is not None):
+            raise ConfigError(
+                "with --ray the workers build the scaffold, tools and tasks from the config: name them there "
+                "(import paths, task files) instead of passing objects"
+            )
         self.loop = asyncio.new_event_loop()
         self._stop = threading.Event()
         random.seed(config.seed)
@@ -114,8 +118,12 @@ class Trainer:
         # the in-process sampler computes as the learner does, so their log-probs describe one distribution
         compute = functools.partial(autocast, self.learner.precision, self.learner.device)
         self.policy = build_policy(config.policy, self.model, self.tokenizer, compute=compute)
-        self.tools = build_tool_client(config, self.scaffold)
-        self.partial = PartialRollouts.for_run(config.rollout, self.scaffold, self.policy, self.tools, seed=config.seed)
+        self.rollouts = build_rollouts(
+            config, self.scaffold, self.eval_scaffold, self.policy, self.run_dir.name, self.dp
+        )
+        self.partial = PartialRollouts.for_run(
+            config.rollout, self.scaffold, self.policy, self.rollouts.tools, seed=config.seed
+        )
         self.state = TrainerState(step=0, wall_s=0.0, policy_version=0)
         if resume and (ckpt := latest_checkpoint(self.run_dir)) is not None:
             self.state = load_checkpoint(ckpt, self.model, self.learner)
@@ -124,6 +132,7 @@ class Trainer:
                 self.policy.refresh_weights()
             if self.partial is not None:  # the carried groups' sessions died with the old process: re-issue them
                 self.partial.restore(load_carried(ckpt), {t.id: t for t in self.train_tasks})
+        self.rollouts.publish(self.model, self.policy.version)  # samplers elsewhere start from these weights
         if resume and self.dp.is_main:
             rewind_logs(self.run_dir, self.state.step)
         self.metrics = (
@@ -197,7 +206,9 @@ class Trainer:
         if hasattr(self.policy, "release_memory"):  # a colocated engine sleeps while the learner updates
             self.policy.release_memory()
         update_stats = self.update(samples)
+        synced = time.monotonic()
         self.sync()
+        update_stats["time/sync_s"] = time.monotonic() - synced
         stats = {
             **collect_stats,
             **self.score_stats,
@@ -231,26 +242,13 @@ class Trainer:
         if server_stats is not None:
             server_stats.reset()
         t0 = time.monotonic()
-        tasks = self.dp.shard(tasks)
         with rollouts if rollouts is not None else contextlib.nullcontext():
             groups = self.loop.run_until_complete(
                 self.partial.collect(
                     step, lambda n: rng.sample(self.train_tasks, min(n, len(self.train_tasks))), progress=rollouts
                 )
                 if self.partial is not None  # partial rollouts: the first complete groups; the rest go on next step
-                else collect_groups(
-                    self.scaffold,
-                    tasks,
-                    self.policy,
-                    self.tools,
-                    samples_per_prompt=cfg.rollout.samples_per_prompt,
-                    step=step,
-                    seed=cfg.seed,
-                    max_concurrent=cfg.rollout.max_concurrent_trajectories,
-                    branching=cfg.rollout.branch_rule,
-                    timeout_s=cfg.rollout.trajectory_timeout_s,
-                    progress=rollouts,
-                )
+                else self.rollouts.collect(tasks, step, progress=rollouts)
             )
         seconds = time.monotonic() - t0
         trajectories = [t for g in groups for t in g.trajectories]
@@ -264,7 +262,7 @@ class Trainer:
             stats.update(server_stats.metrics())
         if self.partial is not None:
             stats.update({f"rollout/{k}": float(v) for k, v in dataclasses.asdict(self.partial.stats).items()})
-        return groups, stats
+        return groups, stats | self.rollouts.stats
 
     def score(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
         """Reward every trajectory, one reward component at a time over all of them (so model probes batch across
@@ -318,6 +316,7 @@ class Trainer:
 
     def sync(self) -> None:
         self.policy.sync_weights()
+        self.rollouts.publish(self.model, self.policy.version)
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out success of the current policy (the `eval.temperature` sampling distribution) over the valid
@@ -330,19 +329,8 @@ class Trainer:
         if not self.eval_tasks:
             return {}
         t0 = time.monotonic()
-        groups = self.loop.run_until_complete(
-            collect_groups(
-                self.eval_scaffold,
-                self.dp.shard(self.eval_tasks),
-                self.policy,
-                self.tools,
-                samples_per_prompt=self.config.eval.samples_per_task,
-                step=-1,
-                seed=self.config.seed,
-                max_concurrent=self.config.rollout.max_concurrent_trajectories,
-                timeout_s=self.config.rollout.trajectory_timeout_s,
-            )
-        )
+        episodes = self.rollouts.collect(self.eval_tasks, -1, evaluation=True)
+        groups = self.loop.run_until_complete(episodes)
         groups = self.dp.gather(self.score(groups))
         if self.dp.is_main:
             write_trajectories(self.run_dir, f"eval_step_{step:06d}.jsonl", groups)
@@ -366,7 +354,8 @@ class Trainer:
         cfg = self.config
         if not (force or step % cfg.checkpoint_every_steps == 0 or step == cfg.trainer.steps):
             return
-        if self.dp.is_main:  # weights and optimizer state are the same on every rank
+        learner_state = self.learner.state_dict()  # sharded (trainer.sharding=fsdp): every rank gathers it
+        if self.dp.is_main:  # the weights and the gathered optimizer state are the same on every rank
             save_checkpoint(
                 self.run_dir,
                 self.state,
@@ -375,6 +364,7 @@ class Trainer:
                 self.learner,
                 keep=cfg.keep_checkpoints,
                 carried=self.partial.carry_state() if self.partial is not None else (),
+                learner_state=learner_state,
             )
         self.dp.barrier()  # no rank runs ahead of the checkpoint on disk
 
@@ -391,6 +381,6 @@ class Trainer:
             self.loop.run_until_complete(self.partial.aclose())
         if hasattr(self.policy, "aclose"):
             self.loop.run_until_complete(self.policy.aclose())
-        self.loop.run_until_complete(self.tools.aclose())
+        self.loop.run_until_complete(self.rollouts.aclose())
         self.loop.close()
         self.dp.close()

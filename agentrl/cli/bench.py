@@ -133,3 +133,21 @@ def bench_trl(
     )
     result = run_benchmark(config)
     typer.echo(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
+@bench_app.command("scale")
+def bench_scale(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    tasks: Annotated[int, typer.Option(help="Tasks per step.")] = 8,
+    samples: Annotated[int, typer.Option(help="Trajectories per task.")] = 4,
+    steps: Annotated[int, typer.Option(help="Timed steps per arm (after one warm-up step).")] = 3,
+) -> None:
+    """Rollout steps/s with 1 vs 2 Ray rollout workers (simulated model and tool), and the weight-sync time."""
+    import json
+
+    from agentrl.bench.scale_bench import format_table, run_benchmark
+    from agentrl.distributed.cluster import require_ray
+
+    require_ray()
+    result = run_benchmark(tasks=tasks, samples=samples, steps=steps)
+    typer.echo(json.dumps(result, indent=2) if as_json else format_table(result))

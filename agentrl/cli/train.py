@@ -33,6 +33,14 @@ def train(
             "the CPU). Launched already (accelerate launch -m agentrl train, torchrun)? Leave it at 1."
         ),
     ] = 1,
+    ray: Annotated[
+        bool,
+        typer.Option(
+            "--ray",
+            help="Play the episodes on Ray actors (rollout workers, tool servers; ray.* fields). `--ray ADDRESS` "
+            "joins that cluster (auto, HOST:PORT, ray://HOST:PORT); bare, it starts Ray on this machine.",
+        ),
+    ] = False,
 ) -> None:
     """Train a policy with RL. With no arguments: the shipped tiny policy on the bundled code+search tasks."""
     from agentrl.config import load_config
@@ -43,12 +51,13 @@ def train(
     if help_config:
         typer.echo(_config_help())
         raise typer.Exit()
+    overrides = ray_overrides(list(overrides or [])) if ray else list(overrides or [])
     if nproc > 1:
-        args = [*(overrides or []), *_given(scaffold=scaffold, model=model, config=config, resume=resume, name=name)]
+        args = [*overrides, *_given(scaffold=scaffold, model=model, config=config, resume=resume, name=name)]
         raise typer.Exit(_launch(nproc, args))
     if nproc < 1:
         raise ConfigError(f"--nproc must be >= 1, not {nproc}")
-    extra = list(overrides or [])
+    extra = list(overrides)
     extra += [f"scaffold={scaffold}"] if scaffold else []
     extra += [f"policy.model={model}"] if model else []
     extra += [f"name={name}"] if name else []
@@ -68,6 +77,14 @@ def train(
         raise
     if main:
         typer.echo(report(trainer.run_dir))
+
+
+def ray_overrides(arguments: list[str]) -> list[str]:
+    """The overrides of `--ray [ADDRESS] ARGUMENTS`: the address arrives as the first positional argument (an
+    override always has a `=`)."""
+    address = arguments[0] if arguments and "=" not in arguments[0] else None
+    rest = arguments[1:] if address else arguments
+    return [*rest, "ray.enabled=true", *([f"ray.address={address}"] if address else [])]
 
 
 def _given(**options: object) -> list[str]:

@@ -52,9 +52,12 @@ def save_checkpoint(
     *,
     keep: int = 2,
     carried: Sequence[Mapping[str, Any]] = (),
+    learner_state: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the checkpoint of `state.step`; `carried` is `PartialRollouts.carry_state()` (empty without partial
-    rollouts). Only the newest `keep` checkpoints are kept."""
+    rollouts); `learner_state` is `learner.state_dict()` when the caller took it already (with
+    `trainer.sharding = fsdp` a collective that every rank joins, so it cannot be taken here, on rank 0 alone).
+    Only the newest `keep` checkpoints are kept."""
     from safetensors.torch import save_file
 
     final = checkpoint_dir(run_dir, state.step)
@@ -63,8 +66,10 @@ def save_checkpoint(
     tmp.mkdir(parents=True)
     trainable = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
     save_file(trainable, tmp / "weights.safetensors")
+    if learner_state is None:
+        learner_state = learner.state_dict()
     torch.save(
-        {"learner": learner.state_dict(), "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()},
+        {"learner": learner_state, "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()},
         tmp / "learner.pt",
     )
     (tmp / "trainer_state.json").write_text(json.dumps(state.__dict__, indent=2))

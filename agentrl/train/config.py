@@ -91,6 +91,14 @@ class TrainerConfig:
     """Passes over the batch per training step (PPO epochs), all against the same π_old (the weights that sampled
     it); the samples are shuffled into mini-batches anew in every pass, seeded by the step and the pass. Optimizer
     steps per batch = minibatches_per_step × update_epochs."""
+    sharding: str | None = None
+    """How the learner's model is split over the processes of `--nproc N`: none (every process holds the whole
+    model, gradients are summed) or `fsdp` (FSDP2 full sharding of every decoder layer and the root: parameters,
+    gradients and AdamW state are split over the processes; each process also keeps an unsharded copy of the
+    weights for sampling, refreshed after every update). Not for LoRA models."""
+    fsdp_cpu_offload: bool = False
+    """With sharding = fsdp: keep the sharded parameters, gradients and AdamW state in CPU memory between uses
+    (FSDP2's CPUOffloadPolicy). Needs a GPU: refused on a machine without one."""
     skip_zero_advantage_groups: bool = True
     """Leave groups whose advantages are all zero out of the update (they carry no gradient)."""
     credit: str = "trajectory"

@@ -16,13 +16,14 @@ train …` for those who launch that way) is data-parallel. Every rank holds the
 - evaluate, log, checkpoint: evaluation episodes are shared out and gathered like rollouts; only rank 0 writes
   (metrics, trajectories, checkpoints), and the ranks meet at a barrier after a checkpoint, so a kill never finds
   one rank a step ahead of the files. A checkpoint is the one-process checkpoint (weights and optimizer state are
-  replicated), so a run resumes with any number of processes.
+  replicated, or gathered with trainer.sharding=fsdp), so a run resumes with any number of processes.
 
 Gloo on the CPU, NCCL on GPUs. One process is `DataParallel.single()`, whose collectives are the identity.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -57,7 +58,11 @@ class DataParallel:
             backend = "nccl" if torch.cuda.is_available() else "gloo"
             if backend == "nccl":
                 torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-            dist.init_process_group(backend)
+            # CPU tensors reduce over gloo beside NCCL (FSDP's CPU offload clips gradients on the CPU); a rank may
+            # wait for rank 0's whole collect in a collective (`--ray`), so the timeout is that of a long step
+            dist.init_process_group(
+                "cpu:gloo,cuda:nccl" if backend == "nccl" else backend, timeout=datetime.timedelta(hours=2)
+            )
         return cls(dist.get_rank(), dist.get_world_size())
 
     @property
@@ -110,6 +115,16 @@ class DataParallel:
             for key, value in part.items():
                 out[key] = out.get(key, 0.0) + value
         return out
+
+    def max_int(self, value: int) -> int:
+        """The largest of the ranks' `value`s, on every rank."""
+        if not self.enabled:
+            return value
+        import torch.distributed as dist
+
+        parts: list[Any] = [None] * self.world_size
+        dist.all_gather_object(parts, int(value))
+        return max(parts)
 
     def sum_gradients(self, params: Iterable[Any]) -> None:
         """Sum every parameter's gradient over the ranks, flattened into one buffer per dtype (one collective each);

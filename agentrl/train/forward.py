@@ -42,7 +42,7 @@ def forward_logprobs_B_T1(
     `precision` is a resolved `trainer.precision`; `entropy` one of `ENTROPY_MODES`. Chunked, only positions under
     `batch.mask_B_T1` are projected, the rest are 0: every consumer of these values reads them through that mask.
     """
-    device = next(model.parameters()).device
+    device = batch.input_ids_B_T.device  # the compute device (a CPU-offloaded FSDP model's parameters live on the CPU)
     inputs = {
         "input_ids": batch.input_ids_B_T.to(device),
         "attention_mask": batch.attention_mask_B_T.to(device),

@@ -47,6 +47,7 @@ from agentrl.rollout.config import RolloutConfig
 from agentrl.train.config import TrainerConfig
 from agentrl.train.distributed import DataParallel
 from agentrl.train.forward import forward_logprobs_B_T1
+from agentrl.train.fsdp import ShardedCopy, check_sharding, idle_sample
 from agentrl.train.kl import kl_k3
 from agentrl.train.losses import entropy_aware_advantages
 from agentrl.train.objective import Objective
@@ -106,6 +107,10 @@ class Learner:
 
     AdamW updates the parameters in their own dtype, so the weights it keeps are the master copy: fp32 unless the
     model was loaded in half precision (`policy.dtype`), which `trainer.precision` = `fp32` / `bf16-mixed` refuse.
+
+    With `trainer.sharding = fsdp` it trains a sharded copy (`fsdp.py`, `self.train_model`) and writes the weights
+    back into `model` after every update; every forward and backward is then a collective, so all ranks run as
+    many micro-batches, a rank with fewer padding its count with idle ones.
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class Learner:
         data_parallel: DataParallel | None = None,
     ) -> None:
         check_schedule(config.lr_schedule, config.warmup_steps, config.min_lr_ratio)
+        check_sharding(config, model)
         self.objective = Objective(config, episode_token_budget=episode_token_budget)
         if self.objective.needs_reference and ref_model is None and not _is_peft_model(model):
             raise ValueError(
@@ -133,8 +139,10 @@ class Learner:
         self.pad_token_id = pad_token_id
         self.ref_model = ref_model
         self.temperature = temperature
+        self.sharded = ShardedCopy(model, cpu_offload=config.fsdp_cpu_offload) if config.sharding == "fsdp" else None
+        self.train_model = self.sharded.module if self.sharded is not None else model
         # Only trainable parameters: a peft model exposes just its adapters here, with no special casing.
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.params = [p for p in self.train_model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no parameters with requires_grad=True")
         self.precision = resolve_precision(config.precision, self.params)
@@ -147,7 +155,8 @@ class Learner:
 
     @property
     def device(self) -> torch.device:
-        return self.params[0].device
+        # the unsharded model's: CPU-offloaded shards live on the CPU but compute on this device
+        return next(p for p in self.model.parameters() if p.requires_grad).device
 
     @property
     def updates_per_batch(self) -> int:
@@ -159,8 +168,8 @@ class Learner:
         if not samples:
             raise ValueError("Learner.update needs at least one sample")
         start = time.perf_counter()
-        was_training = self.model.training
-        self.model.train()
+        was_training = self.train_model.training
+        self.train_model.train()
         token_sums: dict[str, float] = defaultdict(float)
         step_sums: dict[str, float] = defaultdict(float)
         epochs = self.config.update_epochs
@@ -177,7 +186,9 @@ class Learner:
             for chosen in steps:
                 self._train_minibatch(samples, chosen, old_logprobs, token_sums, step_sums)
         finally:
-            self.model.train(was_training)
+            self.train_model.train(was_training)
+        if self.sharded is not None:
+            self.sharded.write_back()
         token_sums = self.dp.sum_floats(token_sums)  # each rank summed over its own samples
         step_sums.update(self.dp.sum_floats({k: step_sums[k] for k in ("loss", "pg_loss", "microbatches")}))
         self.step += 1
@@ -204,13 +215,23 @@ class Learner:
 
     def state_dict(self) -> dict[str, Any]:
         """Optimizer state and step counters, the schedule's position included (model weights are checkpointed by
-        the caller)."""
-        return {"optimizer": self.optimizer.state_dict(), "step": self.step, "optimizer_steps": self.optimizer_steps}
+        the caller). The optimizer state is an unsharded AdamW's whatever `trainer.sharding`; with fsdp this is a
+        collective (every rank calls it) and only rank 0 keeps the gathered tensors (None elsewhere)."""
+        if self.sharded is not None:
+            optimizer = self.sharded.full_optimizer_state(self.optimizer, keep=self.dp.is_main)
+        else:
+            optimizer = self.optimizer.state_dict()
+        return {"optimizer": optimizer, "step": self.step, "optimizer_steps": self.optimizer_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`; one saved before the schedule counted optimizer steps resumes the schedule at
-        step × optimizer steps per batch."""
-        self.optimizer.load_state_dict(state["optimizer"])
+        step × optimizer steps per batch. With fsdp the shards are re-read from the model as well, so load the
+        checkpoint's weights into the model first (`load_checkpoint` does)."""
+        if self.sharded is not None:
+            self.sharded.reload()
+            self.sharded.load_optimizer_state(self.optimizer, state["optimizer"])
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.step = int(state["step"])
         self.optimizer_steps = int(state.get("optimizer_steps", self.step * self.updates_per_batch))
 
@@ -248,10 +269,11 @@ class Learner:
         old_logprobs = [all_old[chosen[k]] for k in mine] if all_old is not None else None
         samples = [samples[k] for k in mine]
         plans = plan_microbatches([len(s.token_ids) for s in samples], self.config.max_tokens_per_microbatch)
+        idle = self._idle_count(len(plans))
         for plan in plans:
             batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
             logprobs_B_T1, entropy_B_T1 = self._logprobs(
-                self.model, batch, entropy="grad" if self.config.entropy_coef > 0 else "value"
+                self.train_model, batch, entropy="grad" if self.config.entropy_coef > 0 else "value"
             )
             if old_logprobs is not None:
                 old_B_T1 = pad_sequence([old_logprobs[i] for i in plan], batch_first=True)
@@ -263,8 +285,10 @@ class Learner:
             loss.backward()
             step_sums["loss"] += float(loss.detach())
             step_sums["pg_loss"] += float(pg_loss.detach())
+        self._idle_passes(idle, all_samples[chosen[0]], backward=True)
         step_sums["microbatches"] += len(plans)
-        self.dp.sum_gradients(self.params)
+        if self.sharded is None:  # FSDP sums them itself, in the backward passes
+            self.dp.sum_gradients(self.params)
         grad_norm = self._optimizer_step()
         step_sums["grad_norm"] += grad_norm
         step_sums["skipped_steps"] += float(not math.isfinite(grad_norm))
@@ -320,15 +344,34 @@ class Learner:
         drift is recorded over `samples[recorded]`."""
         old: dict[int, Tensor] = {}
         lengths = [len(samples[i].token_ids) for i in needed]
-        for plan in plan_microbatches(lengths, self.config.max_tokens_per_microbatch):
+        plans = plan_microbatches(lengths, self.config.max_tokens_per_microbatch)
+        idle = self._idle_count(len(plans))
+        for plan in plans:
             batch = collate([samples[needed[k]] for k in plan], self.pad_token_id, self.device)
-            logprobs_B_T1 = self._logprobs(self.model, batch)[0]
+            logprobs_B_T1 = self._logprobs(self.train_model, batch)[0]
             drift_B_T1 = torch.tensor([needed[k] in recorded for k in plan], device=batch.mask_B_T1.device)[:, None]
             drift = dataclasses.replace(batch, mask_B_T1=batch.mask_B_T1 & drift_B_T1)
             self._record_sampler_drift(logprobs_B_T1, drift, token_sums)
             for row, k in enumerate(plan):
                 old[needed[k]] = logprobs_B_T1[row, : lengths[k] - 1]
+        self._idle_passes(idle, samples[0], backward=False)
         return old
+
+    def _idle_count(self, planned: int) -> int:
+        """With fsdp, the micro-batches this rank runs idle after its `planned` ones so that it runs as many as the
+        busiest rank: each forward and backward gathers and reduces shards with every other rank."""
+        return self.dp.max_int(planned) - planned if self.sharded is not None else 0
+
+    def _idle_passes(self, count: int, sample: TrainSample, *, backward: bool) -> None:
+        """`count` micro-batches that change nothing: the loss is the log-probs times 0, so the backward is real
+        (its hooks fire) and its gradients are zeros; no statistic counts them."""
+        if count <= 0:
+            return
+        batch = collate([idle_sample(sample)], self.pad_token_id, self.device)
+        for _ in range(count):
+            logprobs_B_T1 = self._logprobs(self.train_model, batch)[0]
+            if backward:
+                (logprobs_B_T1.sum() * 0.0).backward()
 
     @staticmethod
     def _record_sampler_drift(logprobs_B_T1: Tensor, batch: PaddedSamples, token_sums: dict[str, float]) -> None:

@@ -24,6 +24,7 @@ from agentrl.errors import ConfigError
 from agentrl.registry import resolve
 from agentrl.train.aggregation import AGGREGATION_MODES, aggregate
 from agentrl.train.config import TrainerConfig
+from agentrl.train.fsdp import check_sharding
 from agentrl.train.importance import TIS_MODES, importance_weights
 from agentrl.train.kl import KL_ESTIMATORS, kl_estimate, kl_penalty_to_go
 from agentrl.train.losses import OFF_POLICY_LOSSES
@@ -35,6 +36,7 @@ def check_trainer_config(config: TrainerConfig) -> None:
     _check_choice("loss_agg", config.loss_agg, AGGREGATION_MODES)
     _check_choice("tis_mode", config.tis_mode, TIS_MODES)
     _check_choice("kl_estimator", config.kl_estimator, KL_ESTIMATORS)
+    check_sharding(config)
     if config.update_epochs < 1 or config.minibatches_per_step < 1:
         raise ConfigError("trainer.update_epochs and trainer.minibatches_per_step must be >= 1")
     if config.loss_agg_norm_tokens < 0 or config.tis_cap < 0 or config.tis_floor < 0:
