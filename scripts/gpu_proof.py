@@ -11,7 +11,10 @@ Two measurements, printed as JSON (and written to `<out>/gpu_proof.json`):
    tokens/s, model FLOPs utilisation (MFU) and peak GPU memory. MFU counts 6·N FLOPs per token for the weights
    (forward and backward) plus 12·layers·hidden·seq_len for attention, against the GPU's dense bf16 peak
    (`--peak-tflops`, else looked up from the device name).
-2. `train`: `agentrl train` on the code scaffold for `--train-steps` steps from the saved checkpoint
+2. `fsdp`: the FSDP2 learner (`trainer.sharding=fsdp`, a process group of one on the device) against the
+   unsharded learner on the same samples for `--fsdp-steps` steps: both losses, seconds per step, peak memory, and
+   the largest difference between the weights they reach.
+3. `train`: `agentrl train` on the code scaffold for `--train-steps` steps from the saved checkpoint
    (`policy.backend=transformers`): seconds per step, rollout tokens/s, training tokens/s and the sampler–learner
    log-prob gap, read from the run's metrics.jsonl.
 """
@@ -70,17 +73,10 @@ def measure_learner(path: Path, device: str, seq_len: int, batch: int, steps: in
     from agentrl.config import PolicyConfig, TrainerConfig
     from agentrl.policy import load_model_and_tokenizer
     from agentrl.train.learner import Learner
-    from agentrl.train.samples import TrainSample
 
     model, tokenizer = load_model_and_tokenizer(PolicyConfig(model=str(path), device=device))
     learner = Learner(model, TrainerConfig(lr=1e-6, max_tokens_per_microbatch=seq_len), pad_token_id=0)
-    generator = torch.Generator().manual_seed(0)
-    samples = []
-    for _ in range(batch):
-        ids = torch.randint(10, len(tokenizer), (seq_len,), generator=generator).tolist()
-        mask = [False] * (seq_len // 4) + [True] * (seq_len - seq_len // 4)  # a prompt, then sampled tokens
-        advantages = [0.5 if m else 0.0 for m in mask]
-        samples.append(TrainSample(tuple(ids), tuple(mask), tuple(advantages), tuple(-2.0 * m for m in mask)))
+    samples = synthetic_samples(len(tokenizer), seq_len, batch)
     cuda = device.startswith("cuda")
     learner.update(samples)  # warm-up: kernels, allocator, autocast caches
     if cuda:
@@ -110,6 +106,62 @@ def measure_learner(path: Path, device: str, seq_len: int, batch: int, steps: in
         out["mfu"] = round(flops_per_token * tokens_per_s / (peak_tflops * 1e12), 4)
     if cuda:
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return out
+
+
+def synthetic_samples(vocab_size: int, seq_len: int, batch: int) -> list[Any]:
+    """`batch` samples of random tokens: a quarter prompt, then sampled tokens with advantage 0.5."""
+    import torch
+
+    from agentrl.train.samples import TrainSample
+
+    generator = torch.Generator().manual_seed(0)
+    samples = []
+    for _ in range(batch):
+        ids = torch.randint(10, vocab_size, (seq_len,), generator=generator).tolist()
+        mask = [False] * (seq_len // 4) + [True] * (seq_len - seq_len // 4)  # a prompt, then sampled tokens
+        advantages = [0.5 if m else 0.0 for m in mask]
+        samples.append(TrainSample(tuple(ids), tuple(mask), tuple(advantages), tuple(-2.0 * m for m in mask)))
+    return samples
+
+
+def measure_fsdp(path: Path, device: str, seq_len: int, batch: int, steps: int) -> dict:
+    """The FSDP2 learner (`trainer.sharding=fsdp`, a process group of one) against the unsharded learner on the
+    same samples: each one's loss at every step, seconds per step and peak memory, and the largest difference
+    between the weights they reach."""
+    import torch
+
+    from agentrl.config import PolicyConfig, TrainerConfig
+    from agentrl.policy import load_model_and_tokenizer
+    from agentrl.train.learner import Learner
+
+    cuda = device.startswith("cuda")
+    out: dict[str, Any] = {}
+    reached: dict[str, dict[str, Any]] = {}
+    for sharding in ("none", "fsdp"):
+        model, tokenizer = load_model_and_tokenizer(PolicyConfig(model=str(path), device=device))
+        config = TrainerConfig(lr=1e-5, max_tokens_per_microbatch=seq_len, sharding=sharding)
+        learner = Learner(model, config, pad_token_id=0)
+        samples = synthetic_samples(len(tokenizer), seq_len, batch)
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        started = time.perf_counter()
+        losses = [learner.update(samples)["loss"] for _ in range(steps)]
+        if cuda:
+            torch.cuda.synchronize()
+        out[sharding] = {"losses": losses, "seconds_per_step": round((time.perf_counter() - started) / steps, 4)}
+        if cuda:
+            out[sharding]["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        reached[sharding] = {name: p.detach().float().cpu() for name, p in model.named_parameters()}
+        del learner, model
+        if cuda:
+            torch.cuda.empty_cache()
+    pairs = zip(out["none"]["losses"], out["fsdp"]["losses"], strict=True)
+    out["largest_loss_difference"] = max(abs(a - b) for a, b in pairs)
+    out["largest_weight_difference"] = max(
+        float((reached["none"][k] - reached["fsdp"][k]).abs().max()) for k in reached["none"]
+    )
     return out
 
 
@@ -173,12 +225,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=5, help="Timed learner steps (after one warm-up step).")
     parser.add_argument("--train-steps", type=int, default=3, help="Steps of agentrl train on the code scaffold.")
     parser.add_argument("--peak-tflops", type=float, default=None, help="The device's dense bf16 peak.")
+    parser.add_argument("--fsdp-steps", type=int, default=2, help="Learner steps of FSDP2 against unsharded.")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     path, params = build_model(args.size, args.out)
     peak = args.peak_tflops if args.peak_tflops is not None else peak_for(args.device)
     report: dict[str, Any] = {"model": str(path), "parameters": params, "device": args.device}
     report["learner"] = measure_learner(path, args.device, args.seq_len, args.batch, args.steps, peak)
+    if args.fsdp_steps > 0:
+        report["fsdp"] = measure_fsdp(path, args.device, args.seq_len, args.batch, args.fsdp_steps)
     if args.train_steps > 0:
         report["train"] = measure_training(path, args.device, args.train_steps, args.out)
     (args.out / "gpu_proof.json").write_text(json.dumps(report, indent=2))

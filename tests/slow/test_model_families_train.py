@@ -69,3 +69,5 @@ def test_the_gpu_proof_script_runs_at_a_tiny_size(tmp_path):
     report = json.loads((tmp_path / "gpu_proof.json").read_text())
     assert report["learner"]["tokens_per_s"] > 0 and report["train"]["infra_failures"] == 0
     assert report["train"]["sampler_logprob_abs_diff"] < 1e-4
+    fsdp = report["fsdp"]  # one rank of FSDP2 computes what the unsharded learner computes
+    assert fsdp["largest_loss_difference"] < 1e-5 and fsdp["largest_weight_difference"] < 1e-6, fsdp
