@@ -13,8 +13,8 @@
 
 Each phase is one method call; the work lives in the modules named in the comments. Several processes
 (`agentrl train --nproc N`) run the same loop data-parallel: each collects, scores and evaluates its share of the
-tasks, every rank then holds the whole scored batch, and the update splits each mini-batch over the ranks
-(`agentrl/train/distributed.py`).
+tasks (with `--ray`, rank 0's rollout workers play them all and each rank gets its share), every rank then holds
+the whole scored batch, and the update splits each mini-batch over the ranks (`agentrl/train/distributed.py`).
 """
 
 from __future__ import annotations

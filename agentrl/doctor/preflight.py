@@ -62,6 +62,10 @@ def check_train(config: RunConfig, scaffold: Any) -> None:
         from agentrl.runlog.wandb_sink import INSTALL_HINT
 
         raise DependencyError(INSTALL_HINT)
+    if config.ray.enabled:
+        from agentrl.distributed.cluster import require_ray
+
+        require_ray()
     probes: list[Probe] = []
     if config.tool_servers:
         probes += [functools.partial(_check_tool_server, url, config.tool_server_token) for url in config.tool_servers]
