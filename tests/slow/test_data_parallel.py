@@ -37,6 +37,9 @@ SMALL = [
     "trainer.minibatches_per_step=2",
 ]
 
+REFERENCE = ("trainer.steps=2", "eval.every_steps=1", "eval.max_tasks=8")
+"""The one-process run (the `one_process_run` fixture) that several processes, FSDP and Ray runs are compared with."""
+
 
 def train(tmp_path: Path, name: str, *args: str, nproc: int = 1, wait: bool = True) -> subprocess.Popen:
     command = [sys.executable, "-m", "agentrl", "train", f"output_dir={tmp_path}", *SMALL, *args]
@@ -66,26 +69,25 @@ def mean_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> f
     return total / sum(a[k].numel() for k in a)
 
 
-def test_two_processes_train_the_weights_one_process_trains(tmp_path):
-    evaluated = ("trainer.steps=2", "eval.every_steps=1", "eval.max_tasks=8")
-    train(tmp_path, "one", *evaluated)
-    train(tmp_path, "two", *evaluated, nproc=2)
-    one, two = weights(tmp_path / "one", 2), weights(tmp_path / "two", 2)
-    start = weights(tmp_path / "one", 1)
+def test_two_processes_train_the_weights_one_process_trains(tmp_path, one_process_run):
+    alone_dir = one_process_run(*REFERENCE)
+    train(tmp_path, "two", *REFERENCE, nproc=2)
+    one, two = weights(alone_dir, 2), weights(tmp_path / "two", 2)
+    start = weights(alone_dir, 1)
     moved = largest_difference(one, start)
     assert moved > 10 * ATOL, moved  # the step changed the weights, so agreeing is not trivial
     assert largest_difference(one, two) < ATOL
     assert mean_difference(one, two) < 1e-8  # nearly every weight agrees to rounding (~3e-10 seen)
     records = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
-    alone = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    alone = [json.loads(line) for line in (alone_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2]  # only rank 0 writes the logs, once per step
     for key in ("reward/mean", "eval/success", "eval/episodes"):  # the whole batch and evaluation, gathered
         assert [r.get(key) for r in records] == [r.get(key) for r in alone], key
     assert records[-1]["eval/episodes"] == 8
 
 
-def test_a_killed_two_process_run_resumes_in_one_process(tmp_path):
-    train(tmp_path, "straight", "trainer.steps=3")
+def test_a_killed_two_process_run_resumes_in_one_process(tmp_path, one_process_run):
+    straight = one_process_run("trainer.steps=3")
     run = train(tmp_path, "killed", "trainer.steps=3", nproc=2, wait=False)
     second = tmp_path / "killed" / "checkpoints" / f"step_{2:06d}"
     deadline = time.monotonic() + 600
@@ -97,4 +99,4 @@ def test_a_killed_two_process_run_resumes_in_one_process(tmp_path):
     for leftover in (tmp_path / "killed" / "checkpoints").glob("step_000003*"):
         subprocess.run(["rm", "-rf", str(leftover)], check=True)  # killed before step 3 was saved, as it may be
     train(tmp_path, "", "--resume", str(tmp_path / "killed"))
-    assert largest_difference(weights(tmp_path / "straight", 3), weights(tmp_path / "killed", 3)) < ATOL
+    assert largest_difference(weights(straight, 3), weights(tmp_path / "killed", 3)) < ATOL

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from test_data_parallel import ATOL, largest_difference, mean_difference, train, weights
+from test_data_parallel import ATOL, REFERENCE, largest_difference, mean_difference, train, weights
 from test_learner import PAD, config, make_samples, tiny_model
 
 pytestmark = pytest.mark.slow
@@ -32,19 +32,19 @@ def rewards(run_dir: Path) -> list[float]:
     return [json.loads(line).get("reward/mean") for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_sharded_processes_train_the_weights_one_process_trains(tmp_path):
-    train(tmp_path, "one", "trainer.steps=2")
-    train(tmp_path, "fsdp", "trainer.steps=2", FSDP, nproc=2)
-    one, sharded = weights(tmp_path / "one", 2), weights(tmp_path / "fsdp", 2)
-    moved = largest_difference(one, weights(tmp_path / "one", 1))
+def test_two_sharded_processes_train_the_weights_one_process_trains(tmp_path, one_process_run):
+    alone = one_process_run(*REFERENCE)
+    train(tmp_path, "fsdp", *REFERENCE, FSDP, nproc=2)
+    one, sharded = weights(alone, 2), weights(tmp_path / "fsdp", 2)
+    moved = largest_difference(one, weights(alone, 1))
     assert moved > 10 * ATOL, moved  # the step changed the weights, so agreeing is not trivial
     assert largest_difference(one, sharded) < ATOL  # averaged gradients (FSDP's default) are off by ~lr
     assert mean_difference(one, sharded) < 1e-8
-    assert rewards(tmp_path / "fsdp") == rewards(tmp_path / "one")  # step 2 sampled from the written-back weights
+    assert rewards(tmp_path / "fsdp") == rewards(alone)  # step 2 sampled from the written-back weights
 
 
-def test_a_killed_sharded_run_resumes_unsharded_and_back(tmp_path):
-    train(tmp_path, "straight", "trainer.steps=3")
+def test_a_killed_sharded_run_resumes_unsharded_and_back(tmp_path, one_process_run):
+    straight = one_process_run("trainer.steps=3")
     run = train(tmp_path, "killed", "trainer.steps=3", FSDP, nproc=2, wait=False)
     second = tmp_path / "killed" / "checkpoints" / f"step_{2:06d}"
     deadline = time.monotonic() + 600
@@ -56,12 +56,12 @@ def test_a_killed_sharded_run_resumes_unsharded_and_back(tmp_path):
     for leftover in (tmp_path / "killed" / "checkpoints").glob("step_000003*"):
         shutil.rmtree(leftover)  # killed before step 3 was saved, as it may be
     train(tmp_path, "", "--resume", str(tmp_path / "killed"), "trainer.sharding=none")
-    assert largest_difference(weights(tmp_path / "straight", 3), weights(tmp_path / "killed", 3)) < ATOL
+    assert largest_difference(weights(straight, 3), weights(tmp_path / "killed", 3)) < ATOL
     # and an unsharded checkpoint resumes sharded (one process: a process group of one)
-    shutil.copytree(tmp_path / "straight", tmp_path / "back")
+    shutil.copytree(straight, tmp_path / "back")
     shutil.rmtree(tmp_path / "back" / "checkpoints" / f"step_{3:06d}")
     train(tmp_path, "", "--resume", str(tmp_path / "back"), FSDP)
-    assert largest_difference(weights(tmp_path / "straight", 3), weights(tmp_path / "back", 3)) < ATOL
+    assert largest_difference(weights(straight, 3), weights(tmp_path / "back", 3)) < ATOL
 
 
 # --- the optimizer state, in process (float64, so the only differences are summation order) -------------------

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_data_parallel import ATOL, SMALL, largest_difference, mean_difference, weights
+from test_data_parallel import ATOL, REFERENCE, SMALL, largest_difference, mean_difference, weights
 
 pytestmark = pytest.mark.slow
 ray = pytest.importorskip("ray")
@@ -73,16 +73,16 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_ray_workers_and_two_learner_processes_train_the_weights_one_process_trains(tmp_path, cluster):
-    steps = ("trainer.steps=2", "eval.every_steps=1", "eval.max_tasks=8")
-    train(tmp_path, "local", *steps)
-    train(tmp_path, "ray", *steps, *ACTORS, ray_address=cluster, nproc=2)  # rank 0 holds the workers
-    local, on_ray = weights(tmp_path / "local", 2), weights(tmp_path / "ray", 2)
-    assert largest_difference(local, weights(tmp_path / "local", 1)) > 10 * ATOL  # a step moved the weights
+def test_ray_workers_and_two_learner_processes_train_the_weights_one_process_trains(tmp_path, cluster, one_process_run):
+    alone = one_process_run(*REFERENCE)
+    train(tmp_path, "ray", *REFERENCE, *ACTORS, ray_address=cluster, nproc=2)  # rank 0 holds the workers
+    local, on_ray = weights(alone, 2), weights(tmp_path / "ray", 2)
+    assert largest_difference(local, weights(alone, 1)) > 10 * ATOL  # a step moved the weights
     assert largest_difference(local, on_ray) < ATOL
     assert mean_difference(local, on_ray) < 1e-8
-    alone, ray_run = metrics(tmp_path / "local"), metrics(tmp_path / "ray")
-    for a, b in zip(alone, ray_run, strict=True):  # the same episodes, so the same rewards and held-out success
+    ray_run = metrics(tmp_path / "ray")
+    # the same episodes, so the same rewards and held-out success
+    for a, b in zip(metrics(alone), ray_run, strict=True):
         assert a["step"] == b["step"]
         for key in ("reward/mean", "eval/success", "eval/episodes"):
             if key in a:
