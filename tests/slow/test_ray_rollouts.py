@@ -181,3 +181,41 @@ def _actor(name: str):
         return ray.get_actor(name)
     except ValueError:
         return None
+
+
+def test_ray_workers_sample_from_inference_servers_the_trainer_updates(tmp_path, cluster):
+    """`policy.backend=openai`: the workers are clients of an `agentrl serve` process, whose weights the trainer
+    pushes after each update; the workers only learn the version."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "agentrl", "serve", "--model", "tiny", "--device", "cpu", "--port", str(port)]
+    env = {**os.environ, "AGENTRL_WEIGHTS_TOKEN": "ray-test-token", "OMP_NUM_THREADS": "1"}
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: _answers(f"http://127.0.0.1:{port}/health"), 120, "agentrl serve")
+        served = (
+            "policy.backend=openai",
+            f"policy.base_url=http://127.0.0.1:{port}/v1",
+            "policy.weight_sync_token=ray-test-token",
+            "trainer.steps=2",
+        )
+        train(tmp_path, "served", *served, *ACTORS, "ray.tool_servers=0", ray_address=cluster)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    records = metrics(tmp_path / "served")
+    assert [r["step"] for r in records] == [1, 2]
+    # step 2 was sampled by the server holding the weights of step 1's update, and stamped so
+    assert abs(records[1]["train/approx_kl_to_sampler"]) < 1e-5, records[1]["train/approx_kl_to_sampler"]
+    lines = (tmp_path / "served" / "trajectories" / "step_000002.jsonl").read_text().splitlines()
+    assert {json.loads(line)["policy_version"] for line in lines} == {1}
+
+
+def _answers(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
