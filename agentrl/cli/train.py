@@ -61,12 +61,16 @@ def train(
     extra += [f"scaffold={scaffold}"] if scaffold else []
     extra += [f"policy.model={model}"] if model else []
     extra += [f"name={name}"] if name else []
-    if resume is not None:
-        if not (resume / "config.toml").exists():
-            raise ConfigError(f"{resume} is not a run directory (no config.toml)")
-        trainer = Trainer.from_run_dir(resume, extra)
-    else:
-        trainer = Trainer(load_config(config, extra))
+    if resume is not None and not (resume / "config.toml").exists():
+        raise ConfigError(f"{resume} is not a run directory (no config.toml)")
+    run_config = load_config(resume / "config.toml" if resume is not None else config, extra)
+    if run_config.ray.enabled and run_config.ray.learner_processes:  # the learner as Ray actors: start them, wait
+        from agentrl.distributed.learner_actors import run_learner_actors
+
+        run_dir, _ = run_learner_actors(run_config, str(resume) if resume else None, resume=resume is not None)
+        typer.echo(report(Path(run_dir)))
+        return
+    trainer = Trainer(run_config, resume, resume=True) if resume is not None else Trainer(run_config)
     main = trainer.dp.is_main
     if main:
         typer.echo(f"run directory: {trainer.run_dir}")

@@ -6,6 +6,8 @@
 - `rollout_worker.py`: `RolloutWorker`, an actor that plays episodes with a sampler of its own.
 - `ray_rollouts.py`: `RayRollouts`, the trainer's side: shares tasks out, re-issues the groups of a worker that
   died, and publishes the learner's weights to every worker through the object store.
+- `sharded_rollouts.py`: `ShardedRollouts`, a data-parallel rank's share of the groups (rank 0 holds the workers).
+- `learner_actors.py`: the learner as Ray actors (`ray.learner_processes`), one data-parallel rank each.
 
 The multi-process learner (`agentrl train --nproc N`) is `agentrl/train/distributed.py`: accelerate launches it,
 torch.distributed carries its collectives.

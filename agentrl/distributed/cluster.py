@@ -49,7 +49,7 @@ def connect(config: RayConfig) -> bool:
     return False
 
 
-def actor_options(config: RayConfig, name: str, *, cpus: float, gpus: float = 0.0) -> dict[str, Any]:
+def actor_options(config: RayConfig, name: str | None, *, cpus: float, gpus: float = 0.0) -> dict[str, Any]:
     """Options of a named, restartable actor of the run (`ray.max_restarts`); Ray does not retry its calls by
     itself, so the caller decides what a call lost with a dead actor becomes."""
     return {

@@ -22,6 +22,13 @@ class RayConfig:
     tool_servers: int = 2
     """Tool-server actors, spread over the cluster's nodes; each rollout worker spreads its sessions over all of
     them. 0 = every rollout worker holds the toolsets itself (or uses `tool_servers` URLs when set)."""
+    learner_processes: int = 0
+    """0 = the learner runs in the `agentrl train` process (or its `--nproc` processes); N = as N Ray actors, one
+    data-parallel rank each, placed by Ray (with `learner_gpus` GPUs each), while `agentrl train` only waits."""
+    learner_gpus: float = 0.0
+    """GPUs Ray reserves for each learner actor (`learner_processes`)."""
+    learner_cpus: float = 1.0
+    """CPUs Ray reserves for each learner actor (`learner_processes`)."""
     worker_cpus: float = 1.0
     """CPUs Ray reserves for each rollout worker."""
     worker_gpus: float = 0.0
@@ -45,5 +52,7 @@ class RayConfig:
     def __post_init__(self) -> None:
         if self.rollout_workers < 1:
             raise ConfigError(f"ray.rollout_workers must be >= 1, not {self.rollout_workers}")
-        if self.tool_servers < 0 or self.max_restarts < 0 or self.reissue_attempts < 1:
-            raise ConfigError("ray.tool_servers and ray.max_restarts must be >= 0, ray.reissue_attempts >= 1")
+        if min(self.tool_servers, self.max_restarts, self.learner_processes) < 0 or self.reissue_attempts < 1:
+            raise ConfigError(
+                "ray.tool_servers, ray.max_restarts and ray.learner_processes must be >= 0, ray.reissue_attempts >= 1"
+            )

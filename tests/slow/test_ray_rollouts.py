@@ -1,10 +1,11 @@
 """`agentrl train --ray ADDRESS` on a local Ray cluster the tests start (2 CPUs, a bounded object store).
 
-Two rollout-worker actors and two tool-server actors play the episodes; the learner stays in the trainer's
-process (or processes: `--nproc 2`, whose rank 0 holds the workers and hands each rank its share of the groups)
-and publishes its weights through the object store after every step. Every trajectory samples from a seed of its
-own, so the Ray run samples what one process samples, provided every worker holds the learner's weights of the
-step: the weights after two steps must agree with a one-process run's (tolerance as in test_data_parallel.py).
+Two rollout-worker actors and two tool-server actors play the episodes; the learner runs in the trainer's process,
+or as two Ray actors (`ray.learner_processes=2`: data-parallel ranks, rank 0 holding the workers and handing each
+rank its share of the groups), and publishes its weights through the object store after every step. Every
+trajectory samples from a seed of its own, so the Ray run samples what one process samples, provided every worker
+holds the learner's weights of the step: the weights after two steps must agree with a one-process run's
+(tolerance as in test_data_parallel.py).
 Then actors are killed mid-step through Ray's API: the run goes on, a lost group is re-issued, episodes whose tool
 server died are infrastructure failures (never scored), the held-out evaluation is still measured, and the
 killed tool server's sandboxes are gone.
@@ -73,9 +74,10 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_ray_workers_and_two_learner_processes_train_the_weights_one_process_trains(tmp_path, cluster, one_process_run):
+def test_ray_workers_and_two_learner_actors_train_the_weights_one_process_trains(tmp_path, cluster, one_process_run):
     alone = one_process_run(*REFERENCE)
-    train(tmp_path, "ray", *REFERENCE, *ACTORS, ray_address=cluster, nproc=2)  # rank 0 holds the workers
+    learner = ("ray.learner_processes=2", "ray.learner_cpus=0.25")  # two ranks; rank 0 holds the workers
+    train(tmp_path, "ray", *REFERENCE, *ACTORS, *learner, ray_address=cluster)
     local, on_ray = weights(alone, 2), weights(tmp_path / "ray", 2)
     assert largest_difference(local, weights(alone, 1)) > 10 * ATOL  # a step moved the weights
     assert largest_difference(local, on_ray) < ATOL

@@ -24,7 +24,9 @@ def test_an_address_after_ray_is_the_cluster_and_overrides_stay_overrides():
     assert (config.ray.enabled, config.ray.address, config.ray.rollout_workers) == (True, "auto", 4)
 
 
-@pytest.mark.parametrize("override", ["ray.rollout_workers=0", "ray.tool_servers=-1", "ray.reissue_attempts=0"])
+@pytest.mark.parametrize(
+    "override", ["ray.rollout_workers=0", "ray.tool_servers=-1", "ray.reissue_attempts=0", "ray.learner_processes=-1"]
+)
 def test_impossible_ray_settings_are_refused(override):
     with pytest.raises(ConfigError, match="ray"):
         load_config(None, [override])
