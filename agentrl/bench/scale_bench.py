@@ -106,9 +106,8 @@ def _arm(config: Any, workers: int, steps: int) -> dict[str, float]:
                 raise RuntimeError(f"simulated rollout failed: {failed[0]}")
         seconds = time.monotonic() - started
     finally:
-        rollouts.started_ray = False  # the bench's own Ray instance serves both arms
-        loop.run_until_complete(rollouts.aclose())
         loop.close()
+        _close(rollouts)
     return {"steps_per_s": round(steps / seconds, 3), "seconds_per_step": round(seconds / steps, 3)}
 
 
@@ -126,10 +125,7 @@ def _sync(config: Any, model: Any, syncs: int) -> dict[str, float]:
             rollouts.publish(model, version)
             seconds.append(time.monotonic() - started)
     finally:
-        rollouts.started_ray = False
-        loop = asyncio.new_event_loop()
-        loop.run_until_complete(rollouts.aclose())
-        loop.close()
+        _close(rollouts)
     megabytes = sum(t.numel() * t.element_size() for t in model.state_dict().values()) / 2**20
     return {
         "workers": config.ray.rollout_workers,
@@ -137,6 +133,16 @@ def _sync(config: Any, model: Any, syncs: int) -> dict[str, float]:
         "first_publish_s": round(first_s, 4),
         "publish_s_median": round(statistics.median(seconds), 4),
     }
+
+
+def _close(rollouts: Any) -> None:
+    """Stop the arm's actors; the bench's own Ray instance stays up for the next arm."""
+    rollouts.started_ray = False
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(rollouts.aclose())
+    finally:
+        loop.close()
 
 
 def format_table(result: dict[str, Any]) -> str:

@@ -9,12 +9,7 @@ Ray restarts it on a new port, and the trainer hands the new address to the work
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from typing import Any
-
-from agentrl.errors import InfraError
 
 
 class ToolServerActor:
@@ -22,34 +17,19 @@ class ToolServerActor:
 
     def __init__(self, config: Any, token: str, startup_timeout_s: float = 60.0) -> None:
         import ray
-        import uvicorn
 
         from agentrl.registry import build_scaffold
-        from agentrl.toolserver.app import KEEP_ALIVE_S, create_app
+        from agentrl.toolserver.app import create_app
+        from agentrl.toolserver.thread_server import ThreadServer
 
         scaffold = build_scaffold(config, config.rollout)
-        app = create_app(list(scaffold.toolsets()), token=token, config=config.tool_server)
-        self.host = ray.util.get_node_ip_address()
-        # bound before the server thread starts, so the port cannot be taken in between; TCP_NODELAY needs
-        # IPPROTO_TCP said explicitly for asyncio to set it
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((self.host, 0))
-        self._server = uvicorn.Server(
-            uvicorn.Config(app, log_level="warning", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S)
-        )
-        self._app = app
-        thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + startup_timeout_s
-        while not self._server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise InfraError(f"the tool server on {self.host} did not start")
-            time.sleep(0.01)
+        self._app = create_app(list(scaffold.toolsets()), token=token, config=config.tool_server)
+        host = ray.util.get_node_ip_address()
+        self._server = ThreadServer(self._app, host=host, startup_timeout_s=startup_timeout_s)
 
     def url(self) -> str:
         """The server's base URL, reachable from the other nodes of the cluster."""
-        return f"http://{self.host}:{self._socket.getsockname()[1]}"
+        return self._server.url
 
     def sessions(self) -> int:
         """Sessions open now."""

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -65,30 +62,13 @@ def serve_in_thread(app: Any, *, port: int = 0, startup_timeout_s: float = 10.0)
     `port=0` picks a free port. The socket is bound before the thread starts, so no other process can take the
     port in between.
     """
-    import uvicorn
+    from agentrl.toolserver.thread_server import ThreadServer
 
-    from agentrl.toolserver.app import KEEP_ALIVE_S
-
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and Nagle's algorithm
-    # would add ~40 ms to every request.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + startup_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            sock.close()
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
+    server = ThreadServer(app, port=port, startup_timeout_s=startup_timeout_s)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield server.url
     finally:
-        server.should_exit = True
-        thread.join(timeout=startup_timeout_s)
-        sock.close()
+        server.stop()
 
 
 def metric_value(text: str, name: str, **labels: str) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,17 +87,24 @@ def test_two_processes_train_the_weights_one_process_trains(tmp_path, one_proces
     assert records[-1]["eval/episodes"] == 8
 
 
-def test_a_killed_two_process_run_resumes_in_one_process(tmp_path, one_process_run):
-    straight = one_process_run("trainer.steps=3")
-    run = train(tmp_path, "killed", "trainer.steps=3", nproc=2, wait=False)
-    second = tmp_path / "killed" / "checkpoints" / f"step_{2:06d}"
+def kill_after_step_2(tmp_path: Path, name: str, *args: str) -> Path:
+    """Train `name` for 3 steps in 2 processes, SIGKILL it once step 2 is checkpointed, and drop a step-3
+    checkpoint that may have been written meanwhile; the run directory, ready for `--resume`."""
+    run = train(tmp_path, name, "trainer.steps=3", *args, nproc=2, wait=False)
+    second = tmp_path / name / "checkpoints" / f"step_{2:06d}"
     deadline = time.monotonic() + 600
     while not second.exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert second.exists(), run.communicate()[0][-3000:]
     os.killpg(run.pid, signal.SIGKILL)  # the launcher and both ranks, mid-way through step 3 or just after
     run.wait()
-    for leftover in (tmp_path / "killed" / "checkpoints").glob("step_000003*"):
-        subprocess.run(["rm", "-rf", str(leftover)], check=True)  # killed before step 3 was saved, as it may be
+    for leftover in (tmp_path / name / "checkpoints").glob("step_000003*"):
+        shutil.rmtree(leftover)  # killed before step 3 was saved, as it may be
+    return tmp_path / name
+
+
+def test_a_killed_two_process_run_resumes_in_one_process(tmp_path, one_process_run):
+    straight = one_process_run("trainer.steps=3")
+    kill_after_step_2(tmp_path, "killed")
     train(tmp_path, "", "--resume", str(tmp_path / "killed"))
     assert largest_difference(weights(straight, 3), weights(tmp_path / "killed", 3)) < ATOL

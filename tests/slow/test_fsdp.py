@@ -10,17 +10,14 @@ shardings and process counts.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import socket
-import time
 from pathlib import Path
 
 import pytest
 import torch
 import torch.multiprocessing as mp
-from test_data_parallel import ATOL, REFERENCE, largest_difference, mean_difference, train, weights
+from test_data_parallel import ATOL, REFERENCE, kill_after_step_2, largest_difference, mean_difference, train, weights
 from test_learner import PAD, config, make_samples, tiny_model
 
 pytestmark = pytest.mark.slow
@@ -45,16 +42,7 @@ def test_two_sharded_processes_train_the_weights_one_process_trains(tmp_path, on
 
 def test_a_killed_sharded_run_resumes_unsharded_and_back(tmp_path, one_process_run):
     straight = one_process_run("trainer.steps=3")
-    run = train(tmp_path, "killed", "trainer.steps=3", FSDP, nproc=2, wait=False)
-    second = tmp_path / "killed" / "checkpoints" / f"step_{2:06d}"
-    deadline = time.monotonic() + 600
-    while not second.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert second.exists(), run.communicate()[0][-3000:]
-    os.killpg(run.pid, signal.SIGKILL)  # the launcher and both ranks, mid-way through step 3 or just after
-    run.wait()
-    for leftover in (tmp_path / "killed" / "checkpoints").glob("step_000003*"):
-        shutil.rmtree(leftover)  # killed before step 3 was saved, as it may be
+    kill_after_step_2(tmp_path, "killed", FSDP)
     train(tmp_path, "", "--resume", str(tmp_path / "killed"), "trainer.sharding=none")
     assert largest_difference(weights(straight, 3), weights(tmp_path / "killed", 3)) < ATOL
     # and an unsharded checkpoint resumes sharded (one process: a process group of one)
