@@ -4,13 +4,15 @@ the real Qwen3 chat template, trained on a GPU with the transformers backend.
     python scripts/gpu_proof.py --out runs/gpu_proof                      # on a GPU machine
     python scripts/gpu_proof.py --size tiny --device cpu --seq-len 128 --batch 2 --out /tmp/proof   # a smoke test
 
-Two measurements, printed as JSON (and written to `<out>/gpu_proof.json`):
+Three measurements, printed as JSON (and written to `<out>/gpu_proof.json`):
 
 1. `learner`: `Learner.update` steps over synthetic samples of `--seq-len` tokens (`--batch` of them per step,
    one optimizer step each), under the default precision (bf16 autocast over fp32 master weights on a GPU):
-   tokens/s, model FLOPs utilisation (MFU) and peak GPU memory. MFU counts 6·N FLOPs per token for the weights
-   (forward and backward) plus 12·layers·hidden·seq_len for attention, against the GPU's dense bf16 peak
-   (`--peak-tflops`, else looked up from the device name).
+   tokens/s, model FLOPs utilisation (MFU) and peak GPU memory; `learner_no_checkpointing` the same with
+   activation checkpointing off (the default turns it on above 200M parameters, and MFU does not count the
+   recomputation). MFU counts 6·N FLOPs per token for the weights (forward and backward) plus
+   12·layers·heads·head_dim·seq_len for attention, against the GPU's dense bf16 peak (`--peak-tflops`, else
+   looked up from the device name).
 2. `fsdp`: the FSDP2 learner (`trainer.sharding=fsdp`, a process group of one on the device) against the
    unsharded learner on the same samples for `--fsdp-steps` steps: both losses, seconds per step, peak memory, and
    the largest difference between the weights they reach.
@@ -30,10 +32,16 @@ from pathlib import Path
 from typing import Any
 
 SIZES = {
-    # Qwen3-0.6B's shape (hidden 1024, 28 layers, 16 query and 8 key/value heads of 128, MLP 3072)
+    # Qwen3-0.6B's and Qwen3-1.7B's shapes (28 layers, 16 query and 8 key/value heads of 128), with Qwen3's padded
+    # vocabulary of 151,936 rows: the tiny tokenizer names the first few thousand, the rest are rows a random model
+    # samples and the learner scores like any other, as a real model's output layer is that wide.
     "0.5b": {"hidden_size": 1024, "num_hidden_layers": 28, "num_attention_heads": 16, "intermediate_size": 3072},
+    "1.7b": {"hidden_size": 2048, "num_hidden_layers": 28, "num_attention_heads": 16, "intermediate_size": 6144},
     "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128},
 }
+HEAD_DIM = {"0.5b": 128, "1.7b": 128, "tiny": 16}
+VOCAB_ROWS = {"0.5b": 151_936, "1.7b": 151_936, "tiny": 0}
+"""Output-layer rows by size; 0 = the tokenizer's size."""
 PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0}
 """Dense bf16 tensor-core peaks (TFLOP/s) by device-name fragment, most specific first."""
 
@@ -49,9 +57,9 @@ def build_model(size: str, out: Path) -> tuple[Path, int]:
     shape = SIZES[size]
     eos = [tokenizer.convert_tokens_to_ids(t) for t in FAMILIES["qwen3"].generation_eos]
     config = transformers.Qwen3Config(
-        vocab_size=len(tokenizer),
+        vocab_size=max(len(tokenizer), VOCAB_ROWS[size]),
         num_key_value_heads=max(1, shape["num_attention_heads"] // 2),
-        head_dim=max(16, shape["hidden_size"] // shape["num_attention_heads"]),
+        head_dim=HEAD_DIM[size],
         max_position_embeddings=32768,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
@@ -67,16 +75,22 @@ def build_model(size: str, out: Path) -> tuple[Path, int]:
     return path, sum(p.numel() for p in model.parameters())
 
 
-def measure_learner(path: Path, device: str, seq_len: int, batch: int, steps: int, peak_tflops: float) -> dict:
+def measure_learner(
+    path: Path, device: str, seq_len: int, batch: int, steps: int, peak_tflops: float, *, checkpointing: bool | None
+) -> dict:
+    """`Learner.update` throughput under the default config; `checkpointing` True/False forces activation
+    checkpointing on or off (None: the default, on above `policy.activation_checkpointing_above_params`). MFU counts
+    the model's FLOPs only, so recomputed activations lower it."""
     import torch
 
     from agentrl.config import PolicyConfig, TrainerConfig
     from agentrl.policy import load_model_and_tokenizer
     from agentrl.train.learner import Learner
 
-    model, tokenizer = load_model_and_tokenizer(PolicyConfig(model=str(path), device=device))
+    policy = PolicyConfig(model=str(path), device=device, gradient_checkpointing=checkpointing)
+    model, _ = load_model_and_tokenizer(policy)
     learner = Learner(model, TrainerConfig(lr=1e-6, max_tokens_per_microbatch=seq_len), pad_token_id=0)
-    samples = synthetic_samples(len(tokenizer), seq_len, batch)
+    samples = synthetic_samples(model.config.vocab_size, seq_len, batch)
     cuda = device.startswith("cuda")
     learner.update(samples)  # warm-up: kernels, allocator, autocast caches
     if cuda:
@@ -90,10 +104,12 @@ def measure_learner(path: Path, device: str, seq_len: int, batch: int, steps: in
     seconds = (time.perf_counter() - started) / steps
     config = model.config
     params = sum(p.numel() for p in model.parameters())
-    flops_per_token = 6 * params + 12 * config.num_hidden_layers * config.hidden_size * seq_len
+    attention_width = config.num_attention_heads * config.head_dim
+    flops_per_token = 6 * params + 12 * config.num_hidden_layers * attention_width * seq_len
     tokens_per_s = batch * seq_len / seconds
     out = {
         "precision": learner.precision,
+        "activation_checkpointing": checkpointing_on(model),
         "parameters": params,
         "seq_len": seq_len,
         "sequences_per_step": batch,
@@ -106,7 +122,15 @@ def measure_learner(path: Path, device: str, seq_len: int, batch: int, steps: in
         out["mfu"] = round(flops_per_token * tokens_per_s / (peak_tflops * 1e12), 4)
     if cuda:
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    del learner, model
+    if cuda:
+        torch.cuda.empty_cache()
     return out
+
+
+def checkpointing_on(model: Any) -> bool:
+    flag = getattr(model, "is_activation_checkpointing", None)  # transformers 5.24's name
+    return bool(flag if flag is not None else model.is_gradient_checkpointing)
 
 
 def synthetic_samples(vocab_size: int, seq_len: int, batch: int) -> list[Any]:
@@ -139,10 +163,10 @@ def measure_fsdp(path: Path, device: str, seq_len: int, batch: int, steps: int) 
     out: dict[str, Any] = {}
     reached: dict[str, dict[str, Any]] = {}
     for sharding in ("none", "fsdp"):
-        model, tokenizer = load_model_and_tokenizer(PolicyConfig(model=str(path), device=device))
+        model, _ = load_model_and_tokenizer(PolicyConfig(model=str(path), device=device))
         config = TrainerConfig(lr=1e-5, max_tokens_per_microbatch=seq_len, sharding=sharding)
         learner = Learner(model, config, pad_token_id=0)
-        samples = synthetic_samples(len(tokenizer), seq_len, batch)
+        samples = synthetic_samples(model.config.vocab_size, seq_len, batch)
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -225,13 +249,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=5, help="Timed learner steps (after one warm-up step).")
     parser.add_argument("--train-steps", type=int, default=3, help="Steps of agentrl train on the code scaffold.")
     parser.add_argument("--peak-tflops", type=float, default=None, help="The device's dense bf16 peak.")
+    parser.add_argument(
+        "--compare-checkpointing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Also time the learner with activation checkpointing off (the default turns it on at this size).",
+    )
     parser.add_argument("--fsdp-steps", type=int, default=2, help="Learner steps of FSDP2 against unsharded.")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     path, params = build_model(args.size, args.out)
     peak = args.peak_tflops if args.peak_tflops is not None else peak_for(args.device)
     report: dict[str, Any] = {"model": str(path), "parameters": params, "device": args.device}
-    report["learner"] = measure_learner(path, args.device, args.seq_len, args.batch, args.steps, peak)
+    timing = (path, args.device, args.seq_len, args.batch, args.steps, peak)
+    report["learner"] = measure_learner(*timing, checkpointing=None)
+    if args.compare_checkpointing:
+        report["learner_no_checkpointing"] = measure_learner(*timing, checkpointing=False)
     if args.fsdp_steps > 0:
         report["fsdp"] = measure_fsdp(path, args.device, args.seq_len, args.batch, args.fsdp_steps)
     if args.train_steps > 0:
