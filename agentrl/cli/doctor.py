@@ -20,8 +20,8 @@ def doctor(
     thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Pass enable_thinking.")] = None,
     fast: Annotated[bool, typer.Option(help="Only the checks that need no weights.")] = False,
 ) -> None:
-    """Check a model before training it: template, tool calls, end of turn, reasoning, token exactness, and the
-    sampler–learner log-prob gap of a short sampled episode. Exits 1 when a check fails."""
+    """Check a model before training it: template, tool calls and their markup, end of turn, reasoning, token
+    exactness, and the sampler–learner log-prob gap of a short sampled episode. Exits 1 when a check fails."""
     from agentrl.doctor.model_doctor import doctor as run_doctor
     from agentrl.doctor.verdicts import failed, table
     from agentrl.policy.config import PolicyConfig

@@ -5,6 +5,8 @@ fails. Each check renders small conversations with the real template:
 
 - template:        there is one, and it renders a whole tool round (the call's name and arguments, the result);
 - tool calls:      the format is known (named by `policy.tool_parser` or read off the template);
+- call markup:     a tool call as the template itself writes it in the history (what the model learnt to write)
+                   parses back into that call under the chosen format;
 - end of turn:     the token the template closes assistant turns with is one of the model's end-of-turn ids, so
                    sampling stops where the template says a turn ends;
 - reasoning:       whether turns carry a reasoning block, and whether the generation prompt opens it;
@@ -25,6 +27,7 @@ from typing import Any
 from agentrl.doctor.verdicts import Verdict
 from agentrl.errors import ConfigError
 from agentrl.rollout.chat import ChatFormat, ChatSettings
+from agentrl.rollout.chat.tool_formats import FORMATS
 
 _PROBE = "AGENTRLDOCTORPROBE"
 _TOOL = {
@@ -48,7 +51,7 @@ def chat_checks(tokenizer: Any, settings: ChatSettings | None = None) -> list[Ve
         chat = ChatFormat(tokenizer, [_TOOL], settings)
     except ConfigError as e:
         return [Verdict("tool calls", "fail", str(e), "set policy.tool_parser to a known format")]
-    checks = (_renders_tools, _tool_format, _end_of_turn, _reasoning, _prefix, _scripted_episode)
+    checks = (_renders_tools, _tool_format, _call_markup, _end_of_turn, _reasoning, _prefix, _scripted_episode)
     verdicts = []
     for check in checks:
         try:
@@ -85,6 +88,31 @@ def _tool_format(chat: ChatFormat) -> list[Verdict]:
         return [Verdict("tool calls", "warn", detail, fix)]
     where = "read off the template" if chat.tool_format_source == "template" else "as configured"
     return [Verdict("tool calls", "ok", f"format {name} ({where})")]
+
+
+def _call_markup(chat: ChatFormat) -> list[Verdict]:
+    """The template's own rendering of a call, cut from the assistant turn, read back by the chosen parser. A
+    template whose markup the parser cannot read means every call the model writes would be booked malformed."""
+    arguments = {"text": f"{_PROBE}-argument"}
+    conversation = _round(chat, arguments)
+    head = chat.render(conversation[:2], add_generation_prompt=True)
+    full = chat.render(conversation[:3], add_generation_prompt=False)
+    start = next((i for i, (a, b) in enumerate(zip(head, full, strict=False)) if a != b), min(len(head), len(full)))
+    turn = full[start:]
+    ends = [turn.find(eos) for eos in chat.eos_texts if eos and eos in turn]
+    turn = turn[: min(ends)] if ends else turn
+    if "echo" not in turn:  # the template drops calls from the history: the template check says so
+        return []
+    parsed = chat.parse(turn)
+    calls = [(c.name, c.arguments) for c in parsed.tool_calls]
+    if parsed.error is None and calls == [("echo", arguments)]:
+        return [Verdict("call markup", "ok", f"the template's own calls parse as {chat.tool_format.name}")]
+    shown = " ".join(turn.split())[:90]
+    detail = f"the template writes a call as {shown!r}, which the {chat.tool_format.name} parser does not read back"
+    if chat.tool_format_source == "configured":  # the user named the format: their call, but say what it means
+        return [Verdict("call markup", "warn", detail, "check policy.tool_parser against what the model writes")]
+    fix = f"set policy.tool_parser to the model's format ({', '.join(FORMATS)}); other formats are not read yet"
+    return [Verdict("call markup", "fail", detail, fix)]
 
 
 def _end_of_turn(chat: ChatFormat) -> list[Verdict]:

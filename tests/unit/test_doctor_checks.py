@@ -53,3 +53,37 @@ def test_no_template_is_a_failure():
     tokenizer = family_tokenizer("qwen2")
     tokenizer.chat_template = None
     assert verdicts(tokenizer, "<|im_end|>") == {"template": "fail"}
+
+
+@pytest.mark.parametrize(
+    "template", ["gemma4_chat_template", "lfm2_v2_chat_template", "gptoss_chat_template", "glm4moe_chat_template"]
+)
+def test_a_template_whose_calls_no_parser_reads_fails_before_training(template):
+    """Gemma 4, LFM2, gpt-oss and GLM-4.5 write calls in markup none of the parsers reads: assuming Hermes would book
+    every call the model writes as malformed, so the check fails (a configured parser only warns)."""
+    import trl.chat_template_utils
+
+    tokenizer = family_tokenizer("qwen3")
+    tokenizer.chat_template = getattr(trl.chat_template_utils, template)
+    assert verdicts(tokenizer, "<|im_end|>")["call markup"] == "fail"
+    assert verdicts(tokenizer, "<|im_end|>", tool_format="hermes")["call markup"] == "warn"
+
+
+@pytest.mark.parametrize(
+    ("template", "family"),
+    [
+        *[(f"{name}_chat_template", "qwen3") for name in ("qwen2_5", "qwen3", "qwen3_instruct_2507", "qwen3_5_think")],
+        *[(f"{name}_chat_template", "qwen3") for name in ("qwen3_5_nothink", "qwen3_6", "qwen3_8")],
+        *[(f"nemotron_3_{size}_chat_template", "qwen3") for size in ("nano", "super", "ultra")],
+        ("llama3_1_chat_template", "llama3"),
+        ("llama3_2_chat_template", "llama3"),
+    ],
+)
+def test_the_templates_own_calls_parse_for_the_families_trl_ships(template, family):
+    """The families docs/bring_your_own_model.md lists as read: each template's own calls parse back."""
+    import trl.chat_template_utils
+
+    tokenizer = family_tokenizer(family)
+    tokenizer.chat_template = getattr(trl.chat_template_utils, template)
+    found = verdicts(tokenizer, *FAMILIES[family].generation_eos)
+    assert found["tool calls"] == "ok" and found["call markup"] == "ok", found

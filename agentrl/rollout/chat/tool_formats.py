@@ -313,7 +313,7 @@ def detect(template: str | None) -> ToolCallFormat | None:
         return None
     if "<function=" in template and "<tool_call>" in template:
         return FORMATS["qwen3_coder"]
-    if "<tool_call>" in template:
+    if "<tool_call>" in template and "<arg_key>" not in template:  # GLM-4.5 wraps key/value tags in <tool_call>
         return FORMATS["hermes"]
     if "[TOOL_CALLS]" in template:
         return FORMATS["mistral"]
