@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentrl.cli.train import MODEL_HELP
+from agentrl.cli.train import MODEL_HELP, TOOL_PARSER_HELP
 
 doctor_app = typer.Typer()
 
@@ -15,7 +15,7 @@ doctor_app = typer.Typer()
 @doctor_app.command()
 def doctor(
     model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tiny",
-    tool_parser: Annotated[str, typer.Option(help="auto, hermes, qwen3_coder, llama3_json or mistral.")] = "auto",
+    tool_parser: Annotated[str, typer.Option(help=TOOL_PARSER_HELP)] = "auto",
     chat_template: Annotated[Path | None, typer.Option(help="A Jinja chat template file to use instead.")] = None,
     thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Pass enable_thinking.")] = None,
     fast: Annotated[bool, typer.Option(help="Only the checks that need no weights.")] = False,

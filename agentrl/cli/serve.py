@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentrl.cli.train import MODEL_HELP
+from agentrl.cli.train import MODEL_HELP, TOOL_PARSER_HELP
 
 serve_app = typer.Typer()
 
@@ -161,7 +161,7 @@ def serve(
             help="`--no-weight-updates` turns the weight-update endpoint off even when a token is set.",
         ),
     ] = True,
-    tool_parser: Annotated[str, typer.Option(help="auto, hermes, qwen3_coder, llama3_json or mistral.")] = "auto",
+    tool_parser: Annotated[str, typer.Option(help=TOOL_PARSER_HELP)] = "auto",
     chat_template: Annotated[Path | None, typer.Option(help="A Jinja chat template file to use instead.")] = None,
     thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking", help="Pass enable_thinking.")] = None,
 ) -> None:

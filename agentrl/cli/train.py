@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 MODEL_HELP = "`tiny`, `tiny-extended`, `tiny-swe`, a checkpoint path, or a cached hub id."
+TOOL_PARSER_HELP = "auto, hermes, qwen3_coder, llama3_json, mistral or pythonic."
 train_app = typer.Typer()
 
 

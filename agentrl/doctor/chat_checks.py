@@ -84,7 +84,7 @@ def _tool_format(chat: ChatFormat) -> list[Verdict]:
     name = chat.tool_format.name
     if chat.tool_format_source == "assumed":
         detail = "the template shows no known tool-call markup; assuming Hermes <tool_call> JSON"
-        fix = "set policy.tool_parser (hermes, qwen3_coder, llama3_json, mistral) to the format the model writes"
+        fix = f"set policy.tool_parser ({', '.join(FORMATS)}) to the format the model writes"
         return [Verdict("tool calls", "warn", detail, fix)]
     where = "read off the template" if chat.tool_format_source == "template" else "as configured"
     return [Verdict("tool calls", "ok", f"format {name} ({where})")]

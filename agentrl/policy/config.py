@@ -67,7 +67,7 @@ class PolicyConfig:
     tool_parser: str = "auto"
     """Tool-call format the policy writes and the rollout parses: `auto` (read off the chat template), `hermes`
     (Qwen2.5/Qwen3 `<tool_call>` JSON), `qwen3_coder` (`<tool_call><function=…>` XML), `llama3_json` (Llama 3.1/3.2
-    JSON calls) or `mistral` (`[TOOL_CALLS]`)."""
+    JSON calls), `mistral` (`[TOOL_CALLS]`) or `pythonic` (LFM2's `<|tool_call_start|>[f(x=1)]<|tool_call_end|>`)."""
     chat_template: str | None = None
     """A Jinja chat template file to use instead of the tokenizer's own; None keeps the tokenizer's."""
     enable_thinking: bool | None = None

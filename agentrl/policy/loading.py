@@ -148,3 +148,29 @@ def context_window(model: Any) -> int | None:
     so the trainer reports how many episodes go beyond (`tokens/past_context`)."""
     window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     return int(window) if isinstance(window, int) and window > 0 else None
+
+
+ATTENTION_LAYERS = frozenset({"full_attention", "sliding_attention", "chunked_attention"})
+RECURRENT_MODEL_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba", "rwkv", "recurrent_gemma", "xlstm"})
+
+
+def recurrent_layers(model_config: Any) -> list[str]:
+    """The kinds of layer of a transformers model config that carry a recurrent state instead of a key-value cache
+    (LFM2's convolutions, Mamba and linear-attention layers of hybrid models); empty for attention-only models."""
+    if getattr(model_config, "model_type", None) in RECURRENT_MODEL_TYPES:
+        return [model_config.model_type]
+    return sorted({kind for kind in getattr(model_config, "layer_types", None) or () if kind not in ATTENTION_LAYERS})
+
+
+def check_in_process_sampler(model_config: Any) -> None:
+    """Raise `ConfigError` when the in-process sampler (`policy.backend=transformers`) cannot sample from this model:
+    its batched decoding joins, drops and trims the rows of a key-value cache, which recurrent layers do not have."""
+    from agentrl.errors import ConfigError
+
+    recurrent = recurrent_layers(model_config)
+    if recurrent:
+        raise ConfigError(
+            f"policy.backend=transformers samples only from attention models, and this "
+            f"{getattr(model_config, 'model_type', 'model')} has {', '.join(recurrent)} layers: sample with "
+            "policy.backend=vllm, or from an inference server with policy.backend=openai (the learner trains it)"
+        )

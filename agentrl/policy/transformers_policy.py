@@ -110,6 +110,9 @@ class TransformersPolicy:
         eos_token_ids: Iterable[int] = (),
         compute: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
     ):
+        from agentrl.policy.loading import check_in_process_sampler
+
+        check_in_process_sampler(model.config)
         self.model = model
         self.tokenizer = tokenizer
         self.version = 0

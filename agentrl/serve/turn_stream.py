@@ -30,6 +30,7 @@ CALL_OPENINGS: dict[str, tuple[str, ...]] = {
     "qwen3_coder": ("<tool_call>",),
     "mistral": ("[TOOL_CALLS]",),
     "llama3_json": ("<|python_tag|>", '{"name":'),
+    "pythonic": ("<|tool_call_start|>",),
 }
 """Text that opens a tool call in each format (what `tool_choice: none` forbids)."""
 

@@ -35,6 +35,8 @@ class Family:
     bos_token: str | None = None
     added_tokens: tuple[str, ...] = ()
     """Tokens the real tokenizer adds as ordinary (not special) ones: `<think>`, `<tool_call>`, ..."""
+    config: tuple[tuple[str, Any], ...] = ()
+    """Architecture settings of the small model (LFM2: one convolution layer, one attention layer)."""
 
 
 _QWEN = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -60,6 +62,8 @@ _MISTRAL = (
     "[/TOOL_RESULTS]",
 )
 
+_LFM2 = ("<|startoftext|>", "<|im_start|>", "<|im_end|>", "<|tool_call_start|>", "<|tool_call_end|>")
+
 FAMILIES = {
     "qwen2": Family(
         "Qwen2ForCausalLM", "qwen2_5_chat_template", _QWEN, "<|im_end|>", ("<|im_end|>", "<|endoftext|>"),
@@ -83,6 +87,11 @@ FAMILIES = {
     ),
     "mistral": Family(
         "MistralForCausalLM", "mistral_tools.jinja", _MISTRAL, "</s>", ("</s>",), bos_token="<s>",
+    ),
+    "lfm2": Family(
+        "Lfm2ForCausalLM", "lfm2_2_5_chat_template", _LFM2, "<|im_end|>", ("<|im_end|>",),
+        bos_token="<|startoftext|>", added_tokens=("<think>", "</think>"),
+        config=(("layer_types", ["conv", "full_attention"]),),
     ),
 }  # fmt: skip
 
@@ -134,6 +143,7 @@ def family_model(name: str, *, seed: int = 0, hidden_size: int = 64, layers: int
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=[tokenizer.convert_tokens_to_ids(t) for t in family.generation_eos],
+        **dict(family.config),
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -44,3 +44,13 @@ def test_a_missing_end_of_turn_id_fails_and_the_fixed_checkpoint_passes(tmp_path
     fixed = doctor("--model", str(path))
     assert fixed.exit_code == 0, fixed.output
     assert "prefix            warn" in fixed.output or "warn" in fixed.output  # Qwen3 rewrites its history
+
+
+def test_an_lfm2_checkpoint_passes_the_chat_checks_and_says_why_the_sampler_is_not_measured(tmp_path):
+    """LFM2's pythonic calls parse; its convolution layers keep the in-process sampler out, which is a warning
+    naming the backends that can sample it, not a crash."""
+    result = doctor("--model", str(save_family_model("lfm2", tmp_path / "lfm2")))
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line for line in result.output.splitlines()[2:] if line.strip() and line[0] != " "}
+    assert " ok " in rows["call"] and "pythonic" in rows["tool"] and " ok " in rows["scripted"]
+    assert " warn " in rows["sampler"] and "conv layers" in rows["sampler"]

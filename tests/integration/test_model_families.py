@@ -45,6 +45,9 @@ def write_call(format_name: str, name: str, arguments: dict) -> str:
         return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
     if format_name == "llama3_json":
         return json.dumps({"name": name, "parameters": arguments})
+    if format_name == "pythonic":
+        listed = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+        return f"<|tool_call_start|>[{name}({listed})]<|tool_call_end|>"
     return "[TOOL_CALLS] " + json.dumps([{"name": name, "arguments": arguments}])
 
 
@@ -121,6 +124,7 @@ async def test_a_malformed_call_is_a_mistake_the_policy_hears_about(family):
         "qwen3_coder": "<tool_call>\n<function=calculate>\n<parameter=expression>\n12*3\n</function>\n</tool_call>",
         "llama3_json": '{"name": "calculate", "parameters": {"expression": "12*3"}',
         "mistral": '[TOOL_CALLS] [{"name": "calculate", "arguments": {"expression": "12*3"}',
+        "pythonic": "<|tool_call_start|>[calculate(expression=12*3)]<|tool_call_end|>",
     }[fmt]
     responses = [
         thought(name, "First try.", broken),

@@ -143,6 +143,19 @@ def test_vllm_backend_without_vllm_names_the_extra(tmp_path):
     assert result.exit_code == 2 and "pip install 'agentrl[vllm]'" in line
 
 
+def test_a_model_with_recurrent_layers_is_refused_by_the_in_process_sampler_before_its_weights_load(tmp_path):
+    """LFM2 mixes convolution layers with attention: the in-process sampler's batched key-value cache cannot hold
+    their state, so train stops in one line naming the backends that can (read off config.json: no weights)."""
+    from agentrl.testing.families import save_family_model
+
+    model = save_family_model("lfm2", tmp_path / "lfm2")
+    for weights in model.glob("*.safetensors"):
+        weights.unlink()
+    result = train(tmp_path, "--model", str(model), "--scaffold", "code")
+    line = one_error_line(result)
+    assert result.exit_code == 2 and "lfm2 has conv layers" in line and "policy.backend=vllm" in line, line
+
+
 def test_gui_scaffold_without_chromium_names_it(tmp_path, monkeypatch):
     pytest.importorskip("playwright.async_api")
     monkeypatch.setenv("AGENTRL_CHROMIUM", str(tmp_path / "no-chromium"))

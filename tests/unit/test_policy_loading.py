@@ -58,3 +58,19 @@ def test_auto_dtype_trains_float32_weights_on_any_device():
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     served, _ = load_model_and_tokenizer(PolicyConfig(model="tiny", device="meta"), trainable=False)
     assert {p.dtype for p in served.parameters()} == {torch.bfloat16}
+
+
+def test_recurrent_layers_are_named_and_attention_models_have_none():
+    import transformers
+
+    from agentrl.errors import ConfigError
+    from agentrl.policy.loading import check_in_process_sampler, recurrent_layers
+
+    hybrid = transformers.Lfm2Config(num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"])
+    assert recurrent_layers(hybrid) == ["conv"]
+    assert recurrent_layers(transformers.Qwen3Config()) == []
+    assert recurrent_layers(transformers.Gemma3TextConfig()) == []  # sliding and full attention
+    assert recurrent_layers(transformers.MambaConfig()) == ["mamba"]
+    with pytest.raises(ConfigError, match="policy.backend=vllm"):
+        check_in_process_sampler(hybrid)
+    check_in_process_sampler(transformers.Qwen3Config())

@@ -45,6 +45,7 @@ def test_each_family_template_names_its_format():
         "llama3": "llama3_json",
         "llama3_2": "llama3_json",
         "mistral": "mistral",
+        "lfm2": "pythonic",
     }
     assert {name: detect(family_template(f)).name for name, f in FAMILIES.items()} == expected
     assert detect("{{ messages }}") is None
@@ -59,6 +60,7 @@ def test_each_family_template_names_its_format():
         ("llama3_json", '<|python_tag|>{"name": "f", "arguments": {"n": 3}}'),
         ("mistral", 'Sure.[TOOL_CALLS] [{"name": "f", "arguments": {"n": 3}}]'),
         ("mistral", 'Sure.[TOOL_CALLS]f[ARGS]{"n": 3}'),
+        ("pythonic", "Sure.<|tool_call_start|>[f(n=3)]<|tool_call_end|>"),
     ],
 )
 def test_one_call_in_each_format(fmt, text):
@@ -148,6 +150,18 @@ def test_calls_agree_with_transformers_response_parsing(family, text):
         ("mistral", '[TOOL_CALLS] [{"name": "f", "arguments": {"n": 3}}', "invalid JSON"),
         ("mistral", "[TOOL_CALLS] []", "non-empty"),
         ("mistral", "[TOOL_CALLS] f(3)", "expected NAME[ARGS]"),
+        ("pythonic", "<|tool_call_start|>[f(n=float('nan'))]<|tool_call_end|>", "literals"),
+        ("pythonic", "<|tool_call_start|>[f(n=1e999)]<|tool_call_end|>", "Infinity"),
+        ("pythonic", "<|tool_call_start|>[f(s='\\ud800')]<|tool_call_end|>", "surrogate"),
+        ("pythonic", "<|tool_call_start|>[f(n=" + "9" * 1200 + ")]<|tool_call_end|>", "digits"),
+        ("pythonic", "<|tool_call_start|>[f(n=" + "9" * 5000 + ")]<|tool_call_end|>", "digits"),
+        ("pythonic", "<|tool_call_start|>[f(n=" + "[" * 90 + "]" * 90 + ")]<|tool_call_end|>", "nested"),
+        ("pythonic", "<|tool_call_start|>[f(n=" + "- " * 3000 + "1)]<|tool_call_end|>", "Python syntax"),
+        ("pythonic", "<|tool_call_start|>[f(3)]<|tool_call_end|>", "named"),
+        ("pythonic", "<|tool_call_start|>[os.system(c='x')]<|tool_call_end|>", "by name"),
+        ("pythonic", "<|tool_call_start|>[f(n=3)]", "unclosed"),
+        ("pythonic", "<|tool_call_start|>[f(n=3), f(n=4)", "unclosed"),
+        ("pythonic", "<|tool_call_start|>[f(n=3, n=4)]<|tool_call_end|>", "twice"),
     ],
 )
 def test_malformed_or_unencodable_calls_are_errors(fmt, text, fragment):
@@ -185,8 +199,13 @@ soup = st.text(
 )
 
 
+pythonic_soup = st.text(alphabet=st.sampled_from(list("f(x=1e9, '\\\"[]{}-+.)ud80NaTrue_|<>")), max_size=120).map(
+    lambda body: f"<|tool_call_start|>[{body}]<|tool_call_end|>"
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(sorted(FORMATS)), st.one_of(st.text(), soup))
+@given(st.sampled_from(sorted(FORMATS)), st.one_of(st.text(), soup, pythonic_soup))
 def test_no_text_makes_a_parser_raise_or_pass_on_an_unencodable_value(fmt, text):
     parsed = FORMATS[fmt].parse(text, schemas=SCHEMAS)
     assert parsed.error is None or isinstance(parsed.error, str)

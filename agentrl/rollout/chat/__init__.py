@@ -7,7 +7,8 @@ reads the JSON a model wrote so that nothing it wrote can fail later as an excep
 """
 
 from agentrl.rollout.chat.chat_format import ChatFormat, ChatSettings, Mismatch, end_of_turn_ids, template_mismatch
-from agentrl.rollout.chat.tool_formats import FORMATS, ParsedTurn, ToolCallFormat, detect
+from agentrl.rollout.chat.tool_call_format import ParsedTurn, ToolCallFormat
+from agentrl.rollout.chat.tool_formats import FORMATS, detect
 
 __all__ = [
     "FORMATS",

@@ -26,7 +26,8 @@ from typing import Any
 
 from agentrl.errors import ConfigError
 from agentrl.rollout.chat.reasoning import ReasoningMarkers
-from agentrl.rollout.chat.tool_formats import FORMATS, ParsedTurn, ToolCallFormat, detect
+from agentrl.rollout.chat.tool_call_format import ParsedTurn, ToolCallFormat
+from agentrl.rollout.chat.tool_formats import FORMATS, detect
 from agentrl.types import Trajectory
 
 _SENTINEL = "AGENTRLSAMPLEDTURN"
