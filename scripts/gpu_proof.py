@@ -34,14 +34,19 @@ from typing import Any
 SIZES = {
     # Qwen3-0.6B's and Qwen3-1.7B's shapes (28 layers, 16 query and 8 key/value heads of 128), with Qwen3's padded
     # vocabulary of 151,936 rows: the tiny tokenizer names the first few thousand, the rest are rows a random model
-    # samples and the learner scores like any other, as a real model's output layer is that wide.
-    "0.5b": {"hidden_size": 1024, "num_hidden_layers": 28, "num_attention_heads": 16, "intermediate_size": 3072},
-    "1.7b": {"hidden_size": 2048, "num_hidden_layers": 28, "num_attention_heads": 16, "intermediate_size": 6144},
-    "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128},
+    # samples and the learner scores like any other, as a real model's output layer is that wide. A size without a
+    # vocab_size takes the tokenizer's.
+    "0.5b": {"hidden_size": 1024, "intermediate_size": 3072, "head_dim": 128, "vocab_size": 151_936},
+    "1.7b": {"hidden_size": 2048, "intermediate_size": 6144, "head_dim": 128, "vocab_size": 151_936},
+    "tiny": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "head_dim": 16,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    },  # fmt: skip
 }
-HEAD_DIM = {"0.5b": 128, "1.7b": 128, "tiny": 16}
-VOCAB_ROWS = {"0.5b": 151_936, "1.7b": 151_936, "tiny": 0}
-"""Output-layer rows by size; 0 = the tokenizer's size."""
 PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0}
 """Dense bf16 tensor-core peaks (TFLOP/s) by device-name fragment, most specific first."""
 
@@ -54,12 +59,10 @@ def build_model(size: str, out: Path) -> tuple[Path, int]:
     from agentrl.testing.families import FAMILIES, family_tokenizer
 
     tokenizer = family_tokenizer("qwen3")
-    shape = SIZES[size]
     eos = [tokenizer.convert_tokens_to_ids(t) for t in FAMILIES["qwen3"].generation_eos]
+    shape = {"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8} | SIZES[size]
+    shape["vocab_size"] = max(len(tokenizer), shape.get("vocab_size", 0))
     config = transformers.Qwen3Config(
-        vocab_size=max(len(tokenizer), VOCAB_ROWS[size]),
-        num_key_value_heads=max(1, shape["num_attention_heads"] // 2),
-        head_dim=HEAD_DIM[size],
         max_position_embeddings=32768,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,

@@ -24,13 +24,13 @@ def doctor(config: PolicyConfig, *, fast: bool = False) -> list[Verdict]:
         return verdicts
     from agentrl.doctor.sampler_check import sampler_check
     from agentrl.policy import load_model_and_tokenizer
-    from agentrl.policy.loading import check_in_process_sampler
+    from agentrl.policy.loading import check_architecture
 
-    model, tokenizer = load_model_and_tokenizer(config, trainable=False)
     try:
-        check_in_process_sampler(model.config)
-    except ConfigError as e:  # the in-process sampler cannot run this model: the check has nothing to measure
+        check_architecture(config)
+    except ConfigError as e:  # the in-process sampler cannot run this model: no weights to load, nothing to measure
         return [*verdicts, Verdict("sampler agreement", "warn", f"not measured: {e}")]
+    model, tokenizer = load_model_and_tokenizer(config, trainable=False)
     return verdicts + sampler_check(model, tokenizer, settings)
 
 

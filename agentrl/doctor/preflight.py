@@ -104,7 +104,9 @@ def check_policy(policy: PolicyConfig) -> list[Probe]:
     if policy.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise DependencyError("policy.backend=vllm needs vLLM: pip install 'agentrl[vllm]' (on a GPU machine)")
     if policy.backend == "transformers":
-        _check_architecture(policy)
+        from agentrl.policy.loading import check_architecture
+
+        check_architecture(policy)
     if policy.backend != "openai":
         return []
     if not policy.base_url:
@@ -113,21 +115,6 @@ def check_policy(policy: PolicyConfig) -> list[Probe]:
 
 
 # --- what runs in this process ------------------------------------------------------------------------------
-
-
-def _check_architecture(policy: PolicyConfig) -> None:
-    """The model's config.json alone (no weights) says whether the in-process sampler can decode it."""
-    from transformers import AutoConfig
-
-    from agentrl.policy.loading import check_in_process_sampler, resolve_local_files_only, resolve_model_path
-
-    try:
-        config = AutoConfig.from_pretrained(
-            resolve_model_path(policy.model), local_files_only=resolve_local_files_only(policy.local_files_only)
-        )
-    except (OSError, ValueError):  # not found or not readable: loading the model says so, with its own advice
-        return
-    check_in_process_sampler(config)
 
 
 def _check_browser(name: str, toolsets: Sequence[Toolset]) -> None:

@@ -174,3 +174,17 @@ def check_in_process_sampler(model_config: Any) -> None:
             f"{getattr(model_config, 'model_type', 'model')} has {', '.join(recurrent)} layers: sample with "
             "policy.backend=vllm, or from an inference server with policy.backend=openai (the learner trains it)"
         )
+
+
+def check_architecture(config: PolicyConfig) -> None:
+    """`check_in_process_sampler` from the model's config.json alone, before any weights load; a config that cannot
+    be read passes (loading the model then says why, with its own advice)."""
+    from transformers import AutoConfig
+
+    try:
+        model_config = AutoConfig.from_pretrained(
+            resolve_model_path(config.model), local_files_only=resolve_local_files_only(config.local_files_only)
+        )
+    except (OSError, ValueError):
+        return
+    check_in_process_sampler(model_config)
