@@ -14,12 +14,11 @@ import ast
 import json
 from typing import Any
 
-from agentrl.rollout.chat.json_values import MAX_DEPTH, MAX_INT_DIGITS, JSONValueError, check_encodable
+from agentrl.rollout.chat.json_values import MAX_DEPTH, JSONValueError, check_encodable
 from agentrl.rollout.chat.tool_call_format import ToolCallFormat
 from agentrl.types import ToolCall
 
 _NAMED = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
-_MAX_INT_BITS = int(MAX_INT_DIGITS * 3.33)  # bits of a MAX_INT_DIGITS-digit number, a little under
 
 
 class PythonicFormat(ToolCallFormat):
@@ -80,8 +79,6 @@ def _value(node: ast.expr, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise JSONValueError(f"arguments nested deeper than {MAX_DEPTH} levels")
     if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (str, bool, int, float))):
-        if isinstance(node.value, int) and not isinstance(node.value, bool) and node.value.bit_length() > _MAX_INT_BITS:
-            raise JSONValueError(f"an integer of more than {MAX_INT_DIGITS} digits")
         return node.value
     if isinstance(node, ast.Name) and node.id in _NAMED:
         return _NAMED[node.id]
