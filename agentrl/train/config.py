@@ -22,9 +22,10 @@ class TrainerConfig:
     min_lr_ratio: float = 0.0
     """Floor of the cosine schedule, as a fraction of lr."""
     precision: str = "auto"
-    """Compute precision of the learner: `auto` (bf16-mixed on a GPU that supports bf16, fp32 otherwise), `fp32`,
-    `bf16-mixed` (bf16 autocast over fp32 weights and optimizer state) or `bf16` (no autocast: whatever dtype the
-    weights are in)."""
+    """Precision of the learner: `auto` (bf16-mixed on a GPU that supports bf16; fp32 elsewhere, or bf16 where the
+    weights were loaded in half precision), `fp32`, `bf16-mixed` (bf16 parameters, which the forward and backward
+    passes and the in-process sampler compute with, and fp32 master weights, gradient sums and AdamW state, so
+    updates far below bf16's resolution still apply) or `bf16` (whatever dtype the weights are in, no master copy)."""
     logprob_chunk_tokens: int = 4096
     """Tokens whose vocabulary-sized logits exist at once when the learner computes log-probabilities and
     entropies (chunked over the sequence, recomputed in the backward pass); 0 = the whole micro-batch at once."""
@@ -81,8 +82,16 @@ class TrainerConfig:
     the learner after credit assignment and normalisation (REINFORCE++ / InstructGPT). `k1` is the usual estimator."""
     entropy_coef: float = 0.0
     """Coefficient of the entropy bonus."""
+    log_entropy: bool = False
+    """Compute the learner's entropy at every loss token for the `train/entropy` metric even when entropy_coef = 0
+    (two more vocabulary-sized passes per chunk of positions); `train/sampler_entropy`, the sampler's reported
+    entropy, is logged either way at no cost."""
     max_tokens_per_microbatch: int = 16384
-    """Padded tokens per forward/backward micro-batch (gradients accumulate across micro-batches)."""
+    """Tokens per forward/backward micro-batch (gradients accumulate across micro-batches): packed samples count
+    their own tokens, padded rows rows × longest row. A longer sample runs alone."""
+    packing: bool = True
+    """Concatenate each micro-batch's samples into one row, attention confined to each sample (no padding computed);
+    false, or a model whose attention cannot be packed: one right-padded row per sample."""
     minibatches_per_step: int = 4
     """Mini-batches (one optimizer step each) the batch is split into, per update epoch. Every optimizer step after
     a batch's first trains on a policy that has moved, which is where the ratio, its clip and the named losses act;
@@ -129,9 +138,12 @@ class TrainerConfig:
     copies leave the loss mask)."""
     entropy_advantage_alpha: float | None = None
     """AEPO entropy-aware advantage A·(1 + α·z(H)); None = 0.2 with `loss = aepo`, else 0 (off)."""
-    tis_cap: float = 0.0
+    tis_cap: float | None = None
     """Sampler-mismatch correction: weight each token's policy loss by π_old / π_sampler truncated at (or, for the
-    `_mask` modes, dropped above) this cap; 0 = off."""
+    `_mask` modes, dropped above) this cap; 0 = off. None (default) = 2.0 where sampler and learner compute in a
+    precision whose log-probs differ by more than fp32 rounding: `trainer.precision` resolving to bf16-mixed or bf16
+    (the default on a GPU), or a sampler that is not the in-process one (`policy.backend` vllm or openai); off (0)
+    for the in-process sampler in fp32 (the CPU default), whose log-probs match the learner's to ~1e-6."""
     tis_mode: str = "token"
     """With tis_cap > 0: `token` (min(ρ_t, cap), TIS), `sequence` (min(Π_t ρ_t, cap) on the whole sequence),
     `token_mask` (ρ_t, or 0 where ρ_t is outside [tis_floor, cap]: MIS, IcePop with a floor) or `sequence_mask`

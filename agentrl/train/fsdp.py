@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from agentrl.errors import ConfigError
+from agentrl.errors import ConfigError, DependencyError
 from agentrl.train.config import TrainerConfig
 from agentrl.train.samples import TrainSample
 
@@ -44,10 +44,45 @@ def check_sharding(config: TrainerConfig, model: torch.nn.Module | None = None) 
         if config.fsdp_cpu_offload:
             raise ConfigError("trainer.fsdp_cpu_offload needs trainer.sharding=fsdp")
         return
+    check_fsdp_support(model)
     if config.fsdp_cpu_offload and not torch.cuda.is_available():
         raise ConfigError("trainer.fsdp_cpu_offload needs a GPU (the shards are offloaded from it): unset it here")
     if model is not None and hasattr(model, "peft_config"):
         raise ConfigError("trainer.sharding=fsdp does not train LoRA (peft) models: set trainer.sharding=none")
+
+
+def check_fsdp_support(model: torch.nn.Module | None = None) -> None:
+    """Refuse (`DependencyError`) a torch whose FSDP2 cannot sum gradients over ranks as this learner needs.
+
+    `set_gradient_divide_factor` and `set_force_sum_reduction_for_comms` (torch 2.8) make the reduction a plain sum;
+    without them FSDP2 averages, which would divide every gradient by the number of ranks. A model whose forward
+    pass can skip parameters on one rank (mixture-of-experts routing) also needs `set_reduce_scatter_unused_params`
+    (torch 2.13): otherwise the ranks' reduce-scatters differ; dense models reach every parameter on every rank
+    (idle micro-batches included), so they train on torch 2.8 to 2.12 without it.
+    """
+    version = torch.__version__.split("+")[0]
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # torch < 2.6: FSDP2 was private
+        FSDPModule = None  # noqa: N806
+    summing = ("set_gradient_divide_factor", "set_force_sum_reduction_for_comms")
+    if FSDPModule is None or not all(hasattr(FSDPModule, name) for name in summing):
+        raise DependencyError(
+            f"trainer.sharding=fsdp needs torch >= 2.8 (FSDP2 sum reductions); this is torch {version}: upgrade torch "
+            "or set trainer.sharding=none"
+        )
+    if model is not None and _routes_experts(model) and not hasattr(FSDPModule, "set_reduce_scatter_unused_params"):
+        raise DependencyError(
+            f"trainer.sharding=fsdp of a mixture-of-experts model needs torch >= 2.13 (FSDP2 "
+            f"set_reduce_scatter_unused_params); this is torch {version}: upgrade torch or set trainer.sharding=none"
+        )
+
+
+def _routes_experts(model: torch.nn.Module) -> bool:
+    config = getattr(model, "config", None)
+    config = getattr(config, "text_config", None) or config
+    keys = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+    return any((getattr(config, key, 0) or 0) > 1 for key in keys)
 
 
 def idle_sample(sample: TrainSample) -> TrainSample:
@@ -59,21 +94,27 @@ def idle_sample(sample: TrainSample) -> TrainSample:
 class ShardedCopy:
     """`model`'s FSDP2-sharded copy (`.module`), trained in its place; `model` itself stays whole."""
 
-    def __init__(self, model: torch.nn.Module, *, cpu_offload: bool = False) -> None:
-        from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
+    def __init__(
+        self, model: torch.nn.Module, *, cpu_offload: bool = False, param_dtype: torch.dtype | None = None
+    ) -> None:
+        check_fsdp_support(model)
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
         _join_process_group()
         self.model = model
         self.module = copy.deepcopy(model)
-        offload = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
+        options: dict[str, Any] = {"offload_policy": CPUOffloadPolicy() if cpu_offload else OffloadPolicy()}
+        if param_dtype is not None:  # shards stay fp32 (the masters), gathered for compute in param_dtype
+            options["mp_policy"] = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
         for layer in _decoder_layers(self.module):
-            fully_shard(layer, offload_policy=offload)
-        fully_shard(self.module, offload_policy=offload)
+            fully_shard(layer, **options)
+        fully_shard(self.module, **options)
         for sharded in self.module.modules():
-            if hasattr(sharded, "set_gradient_divide_factor"):
+            if hasattr(sharded, "_get_fsdp_state"):  # every FSDPModule: sum, never average (see the module docstring)
                 sharded.set_gradient_divide_factor(1.0)
                 sharded.set_force_sum_reduction_for_comms(True)
-                sharded.set_reduce_scatter_unused_params(True, recurse=False)
+                if hasattr(sharded, "set_reduce_scatter_unused_params"):
+                    sharded.set_reduce_scatter_unused_params(True, recurse=False)
 
     @torch.no_grad()
     def write_back(self) -> None:
@@ -84,12 +125,23 @@ class ShardedCopy:
                 whole[name].copy_(_gathered(param))
 
     @torch.no_grad()
-    def reload(self) -> None:
-        """Re-read every shard from the unsharded model (after a checkpoint was loaded into it); each rank takes
-        its own slice, no communication."""
-        whole = dict(self.model.named_parameters())
+    def reload(self, weights: dict[str, torch.Tensor] | None = None) -> None:
+        """Re-read every shard from `weights` (fp32 masters by name, a checkpoint's), else from the unsharded model
+        (after a checkpoint was loaded into it); each rank takes its own slice, no communication."""
+        whole = {name: p.detach() for name, p in self.model.named_parameters()} | dict(weights or {})
         for name, param in self.module.named_parameters():
-            param.to_local().copy_(_slice_like(whole[name].detach(), param).to_local())
+            param.to_local().copy_(_slice_like(whole[name], param).to_local())
+
+    def full_parameters(self, *, keep: bool) -> dict[str, torch.Tensor]:
+        """The trainable parameters' full (fp32 master) values by name, gathered (a collective: every rank calls
+        it); kept, on the CPU, only where `keep`, else an empty dict."""
+        out = {}
+        for name, param in self.module.named_parameters():
+            if param.requires_grad:
+                gathered = _gathered(param)
+                if keep:
+                    out[name] = gathered.cpu()
+        return out
 
     def full_optimizer_state(self, optimizer: torch.optim.Optimizer, *, keep: bool) -> dict[str, Any]:
         """An unsharded AdamW's `state_dict()` for `optimizer` (a collective: every rank calls it); the gathered

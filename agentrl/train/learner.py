@@ -6,15 +6,19 @@ credited and normalised) and the logprobs the sampler reported. One step:
 
 1. runs `trainer.update_epochs` passes over the samples; each pass shuffles them (seeded by the step and the
    pass) and splits them into `trainer.minibatches_per_step` mini-batches, one optimizer step each;
-2. packs each mini-batch into micro-batches whose padded size (rows × longest row) stays within
-   `trainer.max_tokens_per_microbatch`, longest samples first so rows of similar length share a batch;
-3. per micro-batch: forward (under `trainer.precision`'s autocast) to next-token logprobs in fp32, computed over
-   `trainer.logprob_chunk_tokens` positions at a time (`forward.py`, `chunked_logprobs.py`), the objective of
-   `objective.py` (policy loss, importance weights, KL, entropy), backward. Aggregation divides by mini-batch
-   totals, so the gradients that accumulate over micro-batches are exactly the mini-batch gradient whatever the
-   packing; chunking splits the positions of a micro-batch in the same way (the gradient is the sum over chunks,
-   recomputed chunk by chunk), so it changes nothing but the order of float additions;
-4. sets the learning rate of this optimizer step (`schedule.py`), clips the global grad norm and steps AdamW.
+2. packs each mini-batch into micro-batches of at most `trainer.max_tokens_per_microbatch` tokens, each one row of
+   concatenated samples with per-sample positions and attention (`packing.py`; right-padded rows for a model that
+   cannot be packed or with `trainer.packing=false`), copied to the device in one transfer;
+3. per micro-batch: forward to next-token logprobs in fp32 at the loss positions only, `trainer.logprob_chunk_tokens`
+   positions at a time (`forward.py`, `chunked_logprobs.py`), the objective of `objective.py` (policy loss,
+   importance weights, KL, entropy), backward, and the gradients added into the fp32 master gradients
+   (`master_weights.py`). Aggregation divides by mini-batch totals, so the gradients that accumulate over
+   micro-batches are exactly the mini-batch gradient whatever the packing; chunking splits the positions of a
+   micro-batch in the same way, so it changes nothing but the order of float additions;
+4. sets the learning rate of this optimizer step (`schedule.py`), clips the global grad norm and steps AdamW on the
+   fp32 masters (`trainer.precision`, `precision.py`), a non-finite norm skipping the step on the device.
+
+Statistics stay on the device and are read back once per update; the loop itself reads nothing back.
 
 π_old, the denominator of every ratio, is the policy that sampled the batch *as the learner computes it*: a no-grad
 pass before the step's first optimizer step (with a single optimizer step per batch that pass is the forward
@@ -22,10 +26,12 @@ itself, detached, and ρ ≡ 1). It is not the sampler's reported log-probs, alt
 weights: the ratio and its clip should measure how far the update has moved the policy, not the numerical gap
 between two engines, and that gap (plus the staleness of carried partial rollouts) is corrected separately by
 `trainer.tis_cap` / `tis_mode` with the weight π_old / π_sampler. This is the decoupled form of PPO (Hilton et al.
-2022, "Batch size-invariance for policy optimization"; AReaL, Fu et al. 2025). With the in-process sampler the
-two differ by ~1e-6 per token, so only remote samplers (vLLM) and carried rollouts see a difference. The pass also
-compares the learner's log-probs with the sampler's (`sampler_logprob_abs_diff`, `approx_kl_to_sampler`), the
-health check for token-exact rollouts.
+2022, "Batch size-invariance for policy optimization"; AReaL, Fu et al. 2025). How large the gap is depends on the
+precision: with the in-process sampler in fp32 (the CPU default) the two differ by ~1e-6 per token; in bf16 (the
+GPU default) by ~1e-3 (2.7e-3 measured on an H100), where different kernels and batch shapes round differently,
+and more with remote samplers; so `trainer.tis_cap` defaults to on exactly there. The pass also compares the
+learner's log-probs with the sampler's (`sampler_logprob_abs_diff`, `approx_kl_to_sampler`), the health check for
+token-exact rollouts.
 """
 
 from __future__ import annotations
@@ -35,7 +41,6 @@ import math
 import random
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,58 +48,42 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from agentrl.rollout.config import RolloutConfig
+from agentrl.train.checkpointing_policy import (
+    ModelShape,
+    apply_checkpointing,
+    checkpointed_layers_of,
+    device_memory_bytes,
+    recomputed_layers,
+)
 from agentrl.train.config import TrainerConfig
 from agentrl.train.distributed import DataParallel
+from agentrl.train.entropy_advantage import entropy_scaled
 from agentrl.train.forward import forward_logprobs_B_T1
 from agentrl.train.fsdp import ShardedCopy, check_sharding, idle_sample
 from agentrl.train.kl import kl_k3
-from agentrl.train.losses import entropy_aware_advantages
+from agentrl.train.master_weights import MasterWeightAdamW
 from agentrl.train.objective import Objective
-from agentrl.train.precision import resolve_precision
-from agentrl.train.samples import PaddedSamples, TrainSample, collate, plan_microbatches, split_minibatches
+from agentrl.train.packed_attention import check_packing, enable_packing
+from agentrl.train.packing import pack, plan_packed
+from agentrl.train.precision import cast_parameters, parameter_dtype, resolve_precision
+from agentrl.train.samples import MicroBatch, TrainSample, collate, plan_microbatches, split_minibatches
 from agentrl.train.schedule import check_schedule, learning_rate
 
 # Per-token statistics averaged over all loss tokens of every pass of a step (the rest are averaged over optimizer
 # steps); the objective may add more (`tis_weight`, `cov_dropped`, ...). Always logged, 0 when unused.
-_TOKEN_METRICS = ("kl", "entropy", "clip_frac_low", "clip_frac_high", "clip_frac_dual")
+_TOKEN_METRICS = ("kl", "entropy", "sampler_entropy", "clip_frac_low", "clip_frac_high", "clip_frac_dual")
 # Measured once per step, before the first optimizer step.
 _DRIFT_METRICS = ("sampler_logprob_abs_diff", "approx_kl_to_sampler")
 
-
-def entropy_scaled(samples: list[TrainSample], alpha: float, step_sums: dict[str, float]) -> list[TrainSample]:
-    """AEPO's entropy-aware advantage over one mini-batch: A_t·(1 + α·z(H_t)), z over the mini-batch's loss tokens.
-
-    Deviation from AEPO (which z-scores the trainer's forward-pass entropies per micro-batch): the entropies are
-    the sampler's (`TrainSample.sampler_entropies`, the same distribution on-policy at the learner's
-    temperature, a top-k proxy with remote samplers) and the statistics span the mini-batch, so the result does
-    not depend on packing. Left unchanged when a sample has none (`entropy_advantage_applied` counts the
-    mini-batches where it was applied).
-    """
-    if not all(s.sampler_entropies for s in samples):
-        return samples
-    step_sums["entropy_advantage_applied"] += 1.0
-    width = max(len(s.token_ids) for s in samples)
-
-    def rows(values: Any, dtype: torch.dtype) -> Tensor:
-        return torch.tensor([list(v) + [0] * (width - len(v)) for v in values], dtype=dtype)
-
-    mask_B_T = rows((s.loss_mask for s in samples), torch.bool)
-    mask_B_T[:, 0] = False  # token 0 never has a loss
-    advantages_B_T = entropy_aware_advantages(
-        rows((s.advantages for s in samples), torch.float64),
-        rows((s.sampler_entropies for s in samples), torch.float64),
-        mask_B_T,
-        alpha,
-    )
-    return [
-        dataclasses.replace(s, advantages=tuple(advantages_B_T[b, : len(s.token_ids)].tolist()))
-        for b, s in enumerate(samples)
-    ]
+DEFAULT_TIS_CAP = 2.0
+"""`trainer.tis_cap` where None means on (Yao et al. 2025's token-level cap)."""
 
 
-def _masked_sum(values_B_T: Tensor, mask_B_T: Tensor) -> float:
-    return float(torch.where(mask_B_T, values_B_T.detach(), 0.0).sum())
+def resolve_tis_cap(config: TrainerConfig, precision: str, *, remote_sampler: bool) -> float:
+    """`trainer.tis_cap`, None resolved: on (`DEFAULT_TIS_CAP`) for a bf16 precision or a remote sampler, else off."""
+    if config.tis_cap is not None:
+        return config.tis_cap
+    return DEFAULT_TIS_CAP if remote_sampler or precision != "fp32" else 0.0
 
 
 class Learner:
@@ -103,10 +92,13 @@ class Learner:
     `temperature` must match the sampling temperature so learner and sampler logprobs describe the same
     distribution; `episode_token_budget` is the run's `rollout.max_tokens_per_episode`, Dr. GRPO's constant for
     `seq-mean-token-sum-norm` unless `trainer.loss_agg_norm_tokens` sets one; `total_optimizer_steps` is the
-    length of the learning-rate schedule (default: steps × minibatches_per_step × update_epochs).
+    length of the learning-rate schedule (default: steps × minibatches_per_step × update_epochs);
+    `remote_sampler` says the samples come from another engine (vLLM, a server), which turns `trainer.tis_cap` on;
+    `activation_checkpointing` forces recomputation on (True) or off (False), None decides by memory
+    (`checkpointing_policy.py`; a model loaded with checkpointing on keeps it).
 
-    AdamW updates the parameters in their own dtype, so the weights it keeps are the master copy: fp32 unless the
-    model was loaded in half precision (`policy.dtype`), which `trainer.precision` = `fp32` / `bf16-mixed` refuse.
+    Under `trainer.precision=bf16-mixed` the model's parameters become bf16 here (the in-process sampler shares
+    them) and the optimizer keeps their fp32 masters (`master_weights.py`).
 
     With `trainer.sharding = fsdp` it trains a sharded copy (`fsdp.py`, `self.train_model`) and writes the weights
     back into `model` after every update; every forward and backward is then a collective, so all ranks run as
@@ -121,13 +113,22 @@ class Learner:
         pad_token_id: int,
         ref_model: torch.nn.Module | None = None,
         temperature: float = 1.0,
-        episode_token_budget: int = RolloutConfig.max_tokens_per_episode,
+        episode_token_budget: int | None = None,
         total_optimizer_steps: int | None = None,
         data_parallel: DataParallel | None = None,
+        remote_sampler: bool = False,
+        activation_checkpointing: bool | None = None,
     ) -> None:
         check_schedule(config.lr_schedule, config.warmup_steps, config.min_lr_ratio)
         check_sharding(config, model)
-        self.objective = Objective(config, episode_token_budget=episode_token_budget)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        if not trainable:
+            raise ValueError("the model has no parameters with requires_grad=True")
+        self.precision = resolve_precision(config.precision, trainable)
+        self.tis_cap = resolve_tis_cap(config, self.precision, remote_sampler=remote_sampler)
+        self.objective = Objective(
+            dataclasses.replace(config, tis_cap=self.tis_cap), episode_token_budget=episode_token_budget
+        )
         if self.objective.needs_reference and ref_model is None and not _is_peft_model(model):
             raise ValueError(
                 "trainer.kl_coef > 0 needs a reference policy: pass ref_model=..., or train a LoRA (peft) "
@@ -139,17 +140,30 @@ class Learner:
         self.pad_token_id = pad_token_id
         self.ref_model = ref_model
         self.temperature = temperature
-        self.sharded = ShardedCopy(model, cpu_offload=config.fsdp_cpu_offload) if config.sharding == "fsdp" else None
-        self.train_model = self.sharded.module if self.sharded is not None else model
-        # Only trainable parameters: a peft model exposes just its adapters here, with no special casing.
-        self.params = [p for p in self.train_model.parameters() if p.requires_grad]
-        if not self.params:
-            raise ValueError("the model has no parameters with requires_grad=True")
-        self.precision = resolve_precision(config.precision, self.params)
-        self.total_optimizer_steps = total_optimizer_steps or config.steps * self.updates_per_batch
-        self.optimizer = torch.optim.AdamW(
-            self.params, lr=self._scheduled_lr(1), betas=tuple(config.betas), weight_decay=config.weight_decay
+        dtype = parameter_dtype(self.precision)
+        self.recomputed_layers = self._plan_checkpointing(model, activation_checkpointing, dtype)
+        self.sharded = (
+            ShardedCopy(model, cpu_offload=config.fsdp_cpu_offload, param_dtype=dtype)
+            if config.sharding == "fsdp"
+            else None
         )
+        self.train_model = self.sharded.module if self.sharded is not None else model
+        named = [(name, p) for name, p in self.train_model.named_parameters() if p.requires_grad]
+        self.params = [p for _, p in named]
+        self.total_optimizer_steps = total_optimizer_steps or config.steps * self.updates_per_batch
+        # the masters are taken before the parameters are cast; a sharded copy's parameters are its fp32 masters
+        self.optimizer = MasterWeightAdamW(
+            named,
+            lr=self._scheduled_lr(1),
+            betas=tuple(config.betas),
+            weight_decay=config.weight_decay,
+            param_dtype=dtype if self.sharded is None else None,
+            fused=self.sharded is None,
+        )
+        cast_parameters(model, dtype)
+        if ref_model is not None:
+            cast_parameters(ref_model, dtype)
+        self.packing = self._packing_mode() if config.packing else None
         self.step = 0
         self.optimizer_steps = 0
 
@@ -170,8 +184,8 @@ class Learner:
         start = time.perf_counter()
         was_training = self.train_model.training
         self.train_model.train()
-        token_sums: dict[str, float] = defaultdict(float)
-        step_sums: dict[str, float] = defaultdict(float)
+        token_sums: dict[str, Any] = {}
+        step_sums: dict[str, Any] = {}
         epochs = self.config.update_epochs
         try:
             minibatches = split_minibatches(len(samples), self.config.minibatches_per_step)
@@ -189,49 +203,60 @@ class Learner:
             self.train_model.train(was_training)
         if self.sharded is not None:
             self.sharded.write_back()
+        token_sums, step_sums = _on_host(token_sums, step_sums)  # the update's one device→host transfer
         token_sums = self.dp.sum_floats(token_sums)  # each rank summed over its own samples
-        step_sums.update(self.dp.sum_floats({k: step_sums[k] for k in ("loss", "pg_loss", "microbatches")}))
+        step_sums.update(self.dp.sum_floats({k: step_sums.get(k, 0.0) for k in ("loss", "pg_loss", "microbatches")}))
         self.step += 1
         elapsed_s = time.perf_counter() - start
         num_tokens = sum(s.num_loss_tokens for s in samples)
         updates = len(minibatches) * epochs
         metrics = {name: 0.0 for name in _TOKEN_METRICS}
         metrics.update({name: total / max(num_tokens * epochs, 1) for name, total in token_sums.items()})
-        metrics.update({name: token_sums[name] / max(num_tokens, 1) for name in _DRIFT_METRICS})
+        metrics.update({name: token_sums.get(name, 0.0) / max(num_tokens, 1) for name in _DRIFT_METRICS})
         if self.config.entropy_alpha > 0:
-            metrics["entropy_advantage_applied"] = step_sums["entropy_advantage_applied"] / updates
+            metrics["entropy_advantage_applied"] = step_sums.get("entropy_advantage_applied", 0.0) / updates
         for name in ("loss", "pg_loss", "grad_norm"):
-            metrics[name] = step_sums[name] / updates
+            metrics[name] = step_sums.get(name, 0.0) / updates
         metrics.update(
             lr=float(self.optimizer.param_groups[0]["lr"]),  # that of the step's last optimizer step
             tokens=float(num_tokens),
             sequences=float(len(samples)),
             optimizer_steps=float(updates),
-            microbatches=step_sums["microbatches"],
-            skipped_steps=step_sums["skipped_steps"],
+            microbatches=step_sums.get("microbatches", 0.0),
+            skipped_steps=step_sums.get("skipped_steps", 0.0),
             train_tokens_per_s=epochs * sum(len(s.token_ids) for s in samples) / max(elapsed_s, 1e-9),
         )
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        """Optimizer state and step counters, the schedule's position included (model weights are checkpointed by
-        the caller). The optimizer state is an unsharded AdamW's whatever `trainer.sharding`; with fsdp this is a
-        collective (every rank calls it) and only rank 0 keeps the gathered tensors (None elsewhere)."""
+        """Optimizer state, step counters (the schedule's position included) and `weights`, the trainable
+        parameters' master weights by name (fp32 for bf16 parameters: what a checkpoint saves). The optimizer state
+        is an unsharded AdamW's whatever `trainer.sharding`; with fsdp this is a collective (every rank calls it)
+        and only rank 0 keeps the gathered tensors (None elsewhere)."""
         if self.sharded is not None:
-            optimizer = self.sharded.full_optimizer_state(self.optimizer, keep=self.dp.is_main)
+            optimizer = self.sharded.full_optimizer_state(self.optimizer.optimizer, keep=self.dp.is_main)
+            weights = self.sharded.full_parameters(keep=self.dp.is_main)
         else:
             optimizer = self.optimizer.state_dict()
-        return {"optimizer": optimizer, "step": self.step, "optimizer_steps": self.optimizer_steps}
+            weights = {name: w.cpu() for name, w in self.optimizer.master_weights().items()}
+        return {"optimizer": optimizer, "step": self.step, "optimizer_steps": self.optimizer_steps, "weights": weights}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`; one saved before the schedule counted optimizer steps resumes the schedule at
-        step × optimizer steps per batch. With fsdp the shards are re-read from the model as well, so load the
-        checkpoint's weights into the model first (`load_checkpoint` does)."""
+        step × optimizer steps per batch. `weights`, where given, set the master weights and the model's parameters;
+        without them (an older state) the masters are re-read from the model, so load its weights first
+        (`load_checkpoint` does)."""
+        weights = state.get("weights")
         if self.sharded is not None:
-            self.sharded.reload()
-            self.sharded.load_optimizer_state(self.optimizer, state["optimizer"])
+            self.sharded.reload(weights)
+            self.sharded.load_optimizer_state(self.optimizer.optimizer, state["optimizer"])
         else:
             self.optimizer.load_state_dict(state["optimizer"])
+            if weights is None:
+                weights = {name: p.detach() for name, p in self.train_model.named_parameters() if p.requires_grad}
+            self.optimizer.load_master_weights(weights)
+        if self.sharded is not None and weights is not None:
+            self.sharded.write_back()
         self.step = int(state["step"])
         self.optimizer_steps = int(state.get("optimizer_steps", self.step * self.updates_per_batch))
 
@@ -253,8 +278,8 @@ class Learner:
         all_samples: Sequence[TrainSample],
         chosen: list[int],
         all_old: dict[int, Tensor] | None,
-        token_sums: dict[str, float],
-        step_sums: dict[str, float],
+        token_sums: dict[str, Any],
+        step_sums: dict[str, Any],
     ) -> None:
         """One optimizer step on the mini-batch `all_samples[chosen]`, of which this rank trains its share; the
         normalisers count the whole mini-batch (every rank holds it), and the ranks' gradients are summed."""
@@ -268,13 +293,12 @@ class Learner:
         mine = self.dp.shard(range(len(chosen)))
         old_logprobs = [all_old[chosen[k]] for k in mine] if all_old is not None else None
         samples = [samples[k] for k in mine]
-        plans = plan_microbatches([len(s.token_ids) for s in samples], self.config.max_tokens_per_microbatch)
+        plans = self._plan([len(s.token_ids) for s in samples])
         idle = self._idle_count(len(plans))
+        entropy = "grad" if self.config.entropy_coef > 0 else "value" if self.config.log_entropy else "off"
         for plan in plans:
-            batch = collate([samples[i] for i in plan], self.pad_token_id, self.device)
-            logprobs_B_T1, entropy_B_T1 = self._logprobs(
-                self.train_model, batch, entropy="grad" if self.config.entropy_coef > 0 else "value"
-            )
+            batch = self._batch([samples[i] for i in plan])
+            logprobs_B_T1, entropy_B_T1 = self._logprobs(self.train_model, batch, entropy)
             if old_logprobs is not None:
                 old_B_T1 = pad_sequence([old_logprobs[i] for i in plan], batch_first=True)
             else:
@@ -283,29 +307,27 @@ class Learner:
             ref_B_T1 = self._reference_logprobs(batch) if self.objective.needs_reference else None
             loss, pg_loss = self.objective(batch, logprobs_B_T1, old_B_T1, entropy_B_T1, ref_B_T1, totals, token_sums)
             loss.backward()
-            step_sums["loss"] += float(loss.detach())
-            step_sums["pg_loss"] += float(pg_loss.detach())
+            self.optimizer.accumulate()
+            _add(step_sums, "loss", loss.detach())
+            _add(step_sums, "pg_loss", pg_loss.detach())
         self._idle_passes(idle, all_samples[chosen[0]], backward=True)
-        step_sums["microbatches"] += len(plans)
+        _add(step_sums, "microbatches", float(len(plans)))
         if self.sharded is None:  # FSDP sums them itself, in the backward passes
-            self.dp.sum_gradients(self.params)
+            self.dp.sum_gradients(self.optimizer.masters)
         grad_norm = self._optimizer_step()
-        step_sums["grad_norm"] += grad_norm
-        step_sums["skipped_steps"] += float(not math.isfinite(grad_norm))
+        _add(step_sums, "grad_norm", grad_norm)
+        _add(step_sums, "skipped_steps", (~torch.isfinite(grad_norm)).to(grad_norm.dtype))
 
-    def _optimizer_step(self) -> float:
+    def _optimizer_step(self) -> Tensor:
         """Clip, step and clear; a non-finite gradient skips the step rather than corrupting the weights."""
         self.optimizer_steps += 1
         for group in self.optimizer.param_groups:
             group["lr"] = self._scheduled_lr(self.optimizer_steps)
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
-        if math.isfinite(grad_norm):
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return grad_norm
-
-    # --- forward passes --------------------------------------------------------------------------------
+        grad_norm = self.optimizer.step(max_norm)
+        if hasattr(grad_norm, "full_tensor"):  # a sharded model's norm: the same on every rank
+            grad_norm = grad_norm.full_tensor()
+        return grad_norm.to(self.device)
 
     def _scheduled_lr(self, optimizer_step: int) -> float:
         config = self.config
@@ -318,19 +340,28 @@ class Learner:
             min_lr_ratio=config.min_lr_ratio,
         )
 
-    def _logprobs(self, model: torch.nn.Module, batch: PaddedSamples, entropy: str = "off") -> tuple[Tensor, Any]:
-        """Logprobs (and entropies, per `entropy`) of tokens 1..T-1: the logits at t−1 score token t."""
+    # --- micro-batches and forward passes --------------------------------------------------------------------
+
+    def _plan(self, lengths: Sequence[int]) -> list[list[int]]:
+        budget = self.config.max_tokens_per_microbatch
+        return plan_packed(lengths, budget) if self.packing else plan_microbatches(lengths, budget)
+
+    def _batch(self, samples: Sequence[TrainSample]) -> MicroBatch:
+        return pack(samples, self.device) if self.packing else collate(samples, self.pad_token_id, self.device)
+
+    def _logprobs(self, model: torch.nn.Module, batch: MicroBatch, entropy: str = "off") -> tuple[Tensor, Any]:
+        """Logprobs (and entropies, per `entropy`) of each sample's tokens 1..L-1: the logits at t−1 score token t."""
         return forward_logprobs_B_T1(
             model,
             batch,
-            precision=self.precision,
             temperature=self.temperature,
             chunk_tokens=self.config.logprob_chunk_tokens,
             entropy=entropy,
+            mask_mapping=self.packing == "mapping",
         )
 
     @torch.no_grad()
-    def _reference_logprobs(self, batch: PaddedSamples) -> Tensor:
+    def _reference_logprobs(self, batch: MicroBatch) -> Tensor:
         if self.ref_model is not None:
             return self._logprobs(self.ref_model, batch)[0]
         with self.model.disable_adapter():  # type: ignore[operator]
@@ -338,20 +369,19 @@ class Learner:
 
     @torch.no_grad()
     def _old_logprobs(
-        self, samples: Sequence[TrainSample], token_sums: dict[str, float], needed: list[int], recorded: set[int]
+        self, samples: Sequence[TrainSample], token_sums: dict[str, Any], needed: list[int], recorded: set[int]
     ) -> dict[int, Tensor]:
         """Logprobs of `samples[needed]` under the weights before this step's first optimizer step; the sampler
         drift is recorded over `samples[recorded]`."""
         old: dict[int, Tensor] = {}
         lengths = [len(samples[i].token_ids) for i in needed]
-        plans = plan_microbatches(lengths, self.config.max_tokens_per_microbatch)
+        plans = self._plan(lengths)
         idle = self._idle_count(len(plans))
         for plan in plans:
-            batch = collate([samples[needed[k]] for k in plan], self.pad_token_id, self.device)
+            batch = self._batch([samples[needed[k]] for k in plan])
             logprobs_B_T1 = self._logprobs(self.train_model, batch)[0]
-            drift_B_T1 = torch.tensor([needed[k] in recorded for k in plan], device=batch.mask_B_T1.device)[:, None]
-            drift = dataclasses.replace(batch, mask_B_T1=batch.mask_B_T1 & drift_B_T1)
-            self._record_sampler_drift(logprobs_B_T1, drift, token_sums)
+            rows = [row for row, k in enumerate(plan) if needed[k] in recorded]
+            self._record_sampler_drift(logprobs_B_T1, batch, token_sums, None if len(rows) == len(plan) else rows)
             for row, k in enumerate(plan):
                 old[needed[k]] = logprobs_B_T1[row, : lengths[k] - 1]
         self._idle_passes(idle, samples[0], backward=False)
@@ -367,18 +397,67 @@ class Learner:
         (its hooks fire) and its gradients are zeros; no statistic counts them."""
         if count <= 0:
             return
-        batch = collate([idle_sample(sample)], self.pad_token_id, self.device)
+        batch = self._batch([idle_sample(sample)])
         for _ in range(count):
             logprobs_B_T1 = self._logprobs(self.train_model, batch)[0]
             if backward:
                 (logprobs_B_T1.sum() * 0.0).backward()
+                self.optimizer.accumulate()
 
     @staticmethod
-    def _record_sampler_drift(logprobs_B_T1: Tensor, batch: PaddedSamples, token_sums: dict[str, float]) -> None:
+    def _record_sampler_drift(
+        logprobs_B_T1: Tensor, batch: MicroBatch, token_sums: dict[str, Any], rows: list[int] | None = None
+    ) -> None:
         # k3 with the sampler as the sampling distribution estimates KL(sampler ‖ learner).
         sampler_B_T1, mask_B_T1 = batch.sampler_logprobs_B_T1, batch.mask_B_T1
-        token_sums["sampler_logprob_abs_diff"] += _masked_sum((logprobs_B_T1 - sampler_B_T1).abs(), mask_B_T1)
-        token_sums["approx_kl_to_sampler"] += _masked_sum(kl_k3(sampler_B_T1, logprobs_B_T1), mask_B_T1)
+        if rows is not None:  # only some samples count (several ranks): the rest are another rank's
+            index = torch.tensor(rows, dtype=torch.long).to(mask_B_T1.device, non_blocking=True)
+            logprobs_B_T1, sampler_B_T1, mask_B_T1 = (t.index_select(0, index) for t in (logprobs_B_T1, sampler_B_T1, mask_B_T1))
+        _add(token_sums, "sampler_logprob_abs_diff", _masked_sum((logprobs_B_T1 - sampler_B_T1).abs(), mask_B_T1))
+        _add(token_sums, "approx_kl_to_sampler", _masked_sum(kl_k3(sampler_B_T1, logprobs_B_T1), mask_B_T1))
+
+    # --- set-up ------------------------------------------------------------------------------------------------
+
+    def _plan_checkpointing(self, model: torch.nn.Module, forced: bool | None, dtype: torch.dtype | None) -> int:
+        """Decoder layers that recompute their activations (`checkpointing_policy.py`), switched on in `model`."""
+        if forced is False:
+            return sum(layer.gradient_checkpointing for layer in checkpointed_layers_of(model))
+        shape = ModelShape.of(model)
+        if dtype is not None:
+            shape = dataclasses.replace(shape, param_bytes=torch.empty((), dtype=dtype).element_size())
+        device = next(p for p in model.parameters() if p.requires_grad).device
+        count = shape.layers if forced else recomputed_layers(
+            shape, self.config.max_tokens_per_microbatch, device_memory_bytes(device), self.config.logprob_chunk_tokens
+        )
+        return apply_checkpointing(model, count)
+
+    def _packing_mode(self) -> str | None:
+        """How micro-batches reach the model: packed ("mapping" or "none", `packed_attention.check_packing`), or
+        None for padded rows. Decided once, on fixed tokens, so every rank decides alike."""
+        models = [self.train_model] + ([self.ref_model] if self.ref_model is not None else [])
+        if not all(enable_packing(m) for m in models):
+            return None
+        vocab = int(getattr(getattr(self.model, "config", None), "vocab_size", 0) or 16)
+        token_ids = tuple(1 + k % max(vocab - 1, 1) for k in range(3, 14))
+        return check_packing(self.train_model, token_ids, self.device)
+
+
+def _add(sums: dict[str, Any], name: str, value: Any) -> None:
+    sums[name] = sums[name] + value if name in sums else value
+
+
+def _masked_sum(values_B_T: Tensor, mask_B_T: Tensor) -> Tensor:
+    return torch.where(mask_B_T, values_B_T.detach(), 0.0).sum()
+
+
+def _on_host(*sums: dict[str, Any]) -> list[dict[str, float]]:
+    """The dicts with their device tensors read back in one transfer (and their Python numbers as floats)."""
+    keys = [(k, name) for k, d in enumerate(sums) for name, v in d.items() if isinstance(v, Tensor)]
+    values = torch.stack([sums[k][name].detach().double().reshape(()) for k, name in keys]).tolist() if keys else []
+    out = [{name: float(v) for name, v in d.items() if not isinstance(v, Tensor)} for d in sums]
+    for (k, name), value in zip(keys, values, strict=True):
+        out[k][name] = value
+    return out
 
 
 def _is_peft_model(model: torch.nn.Module) -> bool:

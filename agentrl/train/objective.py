@@ -39,9 +39,9 @@ def check_trainer_config(config: TrainerConfig) -> None:
     check_sharding(config)
     if config.update_epochs < 1 or config.minibatches_per_step < 1:
         raise ConfigError("trainer.update_epochs and trainer.minibatches_per_step must be >= 1")
-    if config.loss_agg_norm_tokens < 0 or config.tis_cap < 0 or config.tis_floor < 0:
+    if config.loss_agg_norm_tokens < 0 or (config.tis_cap or 0.0) < 0 or config.tis_floor < 0:
         raise ConfigError("trainer.loss_agg_norm_tokens, trainer.tis_cap and trainer.tis_floor must be >= 0")
-    if config.tis_floor > 0 and not (config.tis_mode.endswith("_mask") and config.tis_floor < config.tis_cap):
+    if config.tis_floor > 0 and not (config.tis_mode.endswith("_mask") and config.tis_floor < (config.tis_cap or 0.0)):
         raise ConfigError(
             "trainer.tis_floor needs trainer.tis_mode=token_mask or sequence_mask and trainer.tis_cap > tis_floor"
         )
@@ -62,26 +62,34 @@ def _check_choice(key: str, value: str, known: Collection[str]) -> None:
         raise ConfigError(f"unknown trainer.{key} {value!r}; known: {', '.join(known)}")
 
 
-def _masked_sum(values_B_T: Tensor, mask_B_T: Tensor) -> float:
-    return float(values_B_T.detach().where(mask_B_T, 0.0).sum())
+def _masked_sum(values_B_T: Tensor, mask_B_T: Tensor) -> Tensor:
+    """Σ over the mask, detached, on the device: metrics are read back once per update, not per micro-batch."""
+    return values_B_T.detach().where(mask_B_T, 0.0).sum()
 
 
-def _accumulate(token_sums: dict[str, float], name: str, value: float) -> None:
-    token_sums[name] = token_sums.get(name, 0.0) + value
+def _accumulate(token_sums: dict[str, Any], name: str, value: Tensor) -> None:
+    token_sums[name] = token_sums[name] + value if name in token_sums else value
 
 
 class Objective:
     """Computes one micro-batch's (loss, policy loss) and adds its per-token statistics to `token_sums`.
 
-    `norm_tokens` is Dr. GRPO's constant: `trainer.loss_agg_norm_tokens`, or the episode token budget when 0.
+    `norm_tokens` is Dr. GRPO's constant: `trainer.loss_agg_norm_tokens`, or the episode token budget when 0 (one
+    of the two must be given for `loss_agg = seq-mean-token-sum-norm`). `token_sums` gets 0-d tensors on the
+    device.
     Keyword options the policy loss declares (`cov_token_fraction`, `clip_cov_bounds`, `kl_cov_coef`,
     `sequence_clip_low`, `sequence_clip_high`) are passed from the config fields of the same name.
     """
 
-    def __init__(self, config: TrainerConfig, *, episode_token_budget: int) -> None:
+    def __init__(self, config: TrainerConfig, *, episode_token_budget: int | None = None) -> None:
         check_trainer_config(config)
         self.config = config
-        self.norm_tokens = config.loss_agg_norm_tokens or episode_token_budget
+        self.norm_tokens = config.loss_agg_norm_tokens or episode_token_budget or 0
+        if config.loss_agg == "seq-mean-token-sum-norm" and self.norm_tokens <= 0:
+            raise ConfigError(
+                "trainer.loss_agg=seq-mean-token-sum-norm needs its constant: set trainer.loss_agg_norm_tokens (the "
+                "trainer passes rollout.max_tokens_per_episode)"
+            )
         self.policy_loss = resolve("loss", config.loss)
         declared = inspect.signature(self.policy_loss).parameters
         options = {
@@ -106,7 +114,7 @@ class Objective:
         entropy_B_T1: Tensor | None,
         ref_B_T1: Tensor | None,
         totals: dict[str, int],
-        token_sums: dict[str, float],
+        token_sums: dict[str, Any],
     ) -> tuple[Tensor, Tensor]:
         """(total loss, policy loss) of `batch`, each its share of the mini-batch whose `totals` it is given;
         `old_B_T1` is π_old, `ref_B_T1` the reference's log-probs (None without a KL term)."""
@@ -133,7 +141,7 @@ class Objective:
             mask_B_T=mask_B_T1,
             **self.loss_options,
         )
-        if config.tis_cap > 0:
+        if config.tis_cap:
             weights_B_T1, over_cap_B_T1 = importance_weights(
                 config.tis_mode, old_B_T1, batch.sampler_logprobs_B_T1, mask_B_T1, config.tis_cap, config.tis_floor
             )
@@ -148,11 +156,12 @@ class Objective:
             loss = loss - config.entropy_coef * agg(entropy_B_T1)
         if entropy_B_T1 is not None:
             _accumulate(token_sums, "entropy", _masked_sum(entropy_B_T1, mask_B_T1))
+        _accumulate(token_sums, "sampler_entropy", _masked_sum(batch.sampler_entropies_B_T1, mask_B_T1))
         _add_stats(stats, mask_B_T1, token_sums)
         return loss, pg_loss
 
 
-def _add_stats(stats: dict[str, Any], mask_B_T1: Tensor, token_sums: dict[str, float]) -> None:
+def _add_stats(stats: dict[str, Any], mask_B_T1: Tensor, token_sums: dict[str, Any]) -> None:
     # The ratio itself is not a rate; every other statistic is a 0/1 indicator averaged over the loss tokens.
     for name, values_B_T1 in stats.items():
         if name != "ratio":

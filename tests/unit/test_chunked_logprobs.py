@@ -151,7 +151,7 @@ def test_lora_model_chunked_equals_one_pass(lm_head_lora):
     for chunk in (0, 4):
         model.zero_grad(set_to_none=True)
         logprobs_B_T1, entropy_B_T1 = forward_logprobs_B_T1(
-            model, batch, precision="fp32", temperature=0.8, chunk_tokens=chunk, entropy="grad"
+            model, batch, temperature=0.8, chunk_tokens=chunk, entropy="grad"
         )
         loss = torch.where(mask_B_T1, weights_B_T1 * (logprobs_B_T1 - 0.5 * entropy_B_T1), 0.0).sum()
         loss.backward()
@@ -165,7 +165,7 @@ def test_lora_model_chunked_equals_one_pass(lm_head_lora):
     for name in g0:
         torch.testing.assert_close(g1[name], g0[name], **TOLERANCE[torch.float64], msg=name)
     with model.disable_adapter(), torch.no_grad():  # the adapters matter, so the comparison above saw them
-        base_B_T1, _ = forward_logprobs_B_T1(model, batch, precision="fp32", temperature=0.8, chunk_tokens=4)
+        base_B_T1, _ = forward_logprobs_B_T1(model, batch, temperature=0.8, chunk_tokens=4)
     assert not torch.allclose(base_B_T1[mask_B_T1], lp0)
 
 
@@ -184,8 +184,8 @@ def test_a_model_whose_logits_are_not_its_output_embedding_is_refused_when_chunk
     model = Gemma2ForCausalLM(config)
     batch = batch_of([6, 5])
     with pytest.raises(ConfigError, match="logprob_chunk_tokens=0"):
-        forward_logprobs_B_T1(model, batch, precision="fp32", chunk_tokens=4)
-    forward_logprobs_B_T1(model, batch, precision="fp32", chunk_tokens=0)  # the one-pass path applies the cap
+        forward_logprobs_B_T1(model, batch, chunk_tokens=4)
+    forward_logprobs_B_T1(model, batch, chunk_tokens=0)  # the one-pass path applies the cap
     # without soft-capping, the same architecture passes the check
     plain = Gemma2ForCausalLM(dataclasses.replace(config, final_logit_softcapping=None))
-    forward_logprobs_B_T1(plain, batch, precision="fp32", chunk_tokens=4)
+    forward_logprobs_B_T1(plain, batch, chunk_tokens=4)

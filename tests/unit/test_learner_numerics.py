@@ -53,31 +53,69 @@ def changed_fraction(model: torch.nn.Module, before: dict[str, torch.Tensor]) ->
 # --- precision ----------------------------------------------------------------------------------------------
 
 
-def test_bf16_mixed_over_fp32_weights_moves_them_at_rl_learning_rates_and_bf16_weights_mostly_do_not():
+def masters_of(learner: Learner) -> dict[str, torch.Tensor]:
+    return {name: w.clone() for name, w in learner.optimizer.master_weights().items()}
+
+
+def test_bf16_mixed_keeps_fp32_masters_that_take_rl_sized_updates_and_bf16_weights_alone_mostly_do_not():
     fractions = {}
     for precision, dtype in (("bf16-mixed", torch.float32), ("bf16", torch.bfloat16)):
         model = small_model().to(dtype)
-        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        before = {n: p.detach().float().clone() for n, p in model.named_parameters()}
         learner = Learner(model, TrainerConfig(lr=1e-6, precision=precision), pad_token_id=0)
+        assert all(p.dtype == torch.bfloat16 for p in model.parameters())  # what the passes and the sampler use
         learner.update(make_samples())
-        assert all(p.dtype == dtype for p in model.parameters())
-        fractions[precision] = changed_fraction(model, before)
+        masters = learner.optimizer.master_weights()
+        assert all(w.dtype == (torch.float32 if precision == "bf16-mixed" else torch.bfloat16) for w in masters.values())
+        changed = sum(int((masters[n].float() != before[n]).sum()) for n in before)
+        fractions[precision] = changed / sum(w.numel() for w in before.values())
+        for name, p in model.named_parameters():  # each step wrote the masters back, rounded once
+            assert torch.equal(p.detach(), masters[name].to(torch.bfloat16)), name
     # fp32 master weights take nearly every update (the rest: embedding rows of tokens the batch never saw);
     # in bf16 a 1e-6 step is below the spacing of all but the tiniest weights
     assert fractions["bf16-mixed"] > 0.9, fractions
     assert fractions["bf16"] < 0.1, fractions
 
 
-def test_bf16_mixed_runs_every_forward_pass_under_autocast_and_the_loss_in_fp32():
+def test_bf16_mixed_computes_in_bf16_without_autocast_and_sums_gradients_in_fp32():
     model, ref_model = small_model(), small_model(seed=1)
     seen: dict[str, set] = {"policy": set(), "reference": set()}
+
+    def hook(name):
+        return lambda mod, i, out: seen[name].add((out.dtype, torch.is_autocast_enabled("cpu")))
+
     for name, m in (("policy", model), ("reference", ref_model)):
-        m.model.layers[0].mlp.down_proj.register_forward_hook(lambda mod, i, out, name=name: seen[name].add(out.dtype))
+        m.model.layers[0].mlp.down_proj.register_forward_hook(hook(name))
     config = TrainerConfig(lr=1e-6, precision="bf16-mixed", minibatches_per_step=2, kl_coef=0.1)
-    metrics = Learner(model, config, pad_token_id=0, ref_model=ref_model).update(make_samples())
-    assert seen == {"policy": {torch.bfloat16}, "reference": {torch.bfloat16}}
-    assert all(p.dtype == torch.float32 for p in model.parameters())
+    config = dataclasses.replace(config, max_tokens_per_microbatch=12)  # several micro-batches per step
+    learner = Learner(model, config, pad_token_id=0, ref_model=ref_model)
+    sums = []
+    original = learner.optimizer.accumulate
+
+    def accumulate():
+        original()
+        sums.append({m.grad.dtype for m in learner.optimizer.masters if m.grad is not None})
+
+    learner.optimizer.accumulate = accumulate
+    metrics = learner.update(make_samples())
+    assert seen == {"policy": {(torch.bfloat16, False)}, "reference": {(torch.bfloat16, False)}}
+    assert metrics["microbatches"] > 2 and sums and all(dtypes == {torch.float32} for dtypes in sums)
+    assert all(p.grad is None for p in model.parameters())  # moved into the masters' sums after each backward
     assert math.isfinite(metrics["loss"]) and metrics["kl"] > 0
+
+
+def test_bf16_mixed_state_round_trips_through_its_fp32_masters_exactly():
+    config = TrainerConfig(lr=1e-5, precision="bf16-mixed", minibatches_per_step=2)
+    first = Learner(small_model(), config, pad_token_id=0)
+    first.update(make_samples())
+    state = copy.deepcopy(first.state_dict())
+    assert all(w.dtype == torch.float32 for w in state["weights"].values())
+    resumed = Learner(small_model(seed=3), config, pad_token_id=0)
+    resumed.load_state_dict(state)
+    first.update(make_samples(seed=1))
+    resumed.update(make_samples(seed=1))
+    a, b = masters_of(first), masters_of(resumed)
+    assert all(torch.equal(a[n], b[n]) for n in a)
 
 
 def test_precision_resolution():
@@ -85,8 +123,9 @@ def test_precision_resolution():
     assert resolve_precision("auto", fp32) == "fp32"  # no CUDA here
     assert resolve_precision("auto", bf16) == "bf16"
     assert resolve_precision("bf16-mixed", fp32) == "bf16-mixed"
+    assert resolve_precision("bf16-mixed", bf16) == "bf16-mixed"  # masters start from the bf16 values
     with pytest.raises(ConfigError, match="policy.dtype"):
-        resolve_precision("bf16-mixed", bf16)
+        resolve_precision("fp32", bf16)
     with pytest.raises(ConfigError, match="unknown trainer.precision"):
         resolve_precision("fp16", fp32)
 
