@@ -49,7 +49,6 @@ from agentrl.train.checkpoint import TrainerState, latest_checkpoint, load_carri
 from agentrl.train.distributed import DataParallel
 from agentrl.train.learner import Learner
 from agentrl.train.objective import check_trainer_config
-from agentrl.train.precision import autocast
 from agentrl.train.reference import reference_model
 from agentrl.types import TrajectoryGroup
 
@@ -114,10 +113,12 @@ class Trainer:
             data_parallel=self.dp,
             temperature=config.rollout.temperature,
             episode_token_budget=config.rollout.max_tokens_per_episode,
+            remote_sampler=config.policy.backend != "transformers",
+            activation_checkpointing=config.policy.gradient_checkpointing,
         )
-        # the in-process sampler computes as the learner does, so their log-probs describe one distribution
-        compute = functools.partial(autocast, self.learner.precision, self.learner.device)
-        self.policy = build_policy(config.policy, self.model, self.tokenizer, compute=compute)
+        # the in-process sampler shares the model's parameters, in the learner's dtype (bf16 under bf16-mixed), so it
+        # computes as the learner does with no autocast of its own
+        self.policy = build_policy(config.policy, self.model, self.tokenizer)
         self.rollouts = build_rollouts(
             config, self.scaffold, self.eval_scaffold, self.policy, self.run_dir.name, self.dp
         )

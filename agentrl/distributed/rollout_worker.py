@@ -34,7 +34,7 @@ class RolloutWorker:
         from agentrl.policy import build_policy, load_model_and_tokenizer
         from agentrl.registry import build_scaffold
         from agentrl.rollout.collect import Slots
-        from agentrl.train.precision import autocast, resolve_precision
+        from agentrl.train.precision import cast_parameters, parameter_dtype, resolve_precision
 
         random.seed(config.seed)
         torch.manual_seed(config.seed)  # a randomly initialised model starts as the trainer's did
@@ -47,14 +47,12 @@ class RolloutWorker:
             policy_config = dataclasses.replace(policy_config, off_policy=True, weight_sync="none")
         self.model, self.tokenizer = load_model_and_tokenizer(policy_config)
         params = [p for p in self.model.parameters() if p.requires_grad] or list(self.model.parameters())
-        precision = resolve_precision(config.trainer.precision, params)
-        device = params[0].device
+        # the trainer's learner computes with parameters of this dtype (bf16 under bf16-mixed): so does this sampler
+        cast_parameters(self.model, parameter_dtype(resolve_precision(config.trainer.precision, params)))
         if policy_factory is not None:  # a stand-in for the model (`agentrl bench scale`): from the tokenizer
             self.policy = policy_factory(self.tokenizer)
         else:
-            self.policy = build_policy(
-                policy_config, self.model, self.tokenizer, compute=lambda: autocast(precision, device)
-            )
+            self.policy = build_policy(policy_config, self.model, self.tokenizer)
         self.tool_urls: tuple[str, ...] = ()
         self.token = token
         self.tools = self._tool_client(tuple(tool_urls))

@@ -46,9 +46,10 @@ class PolicyConfig:
     device: str = "auto"
     """Torch device for the in-process model: `auto`, `cpu`, `cuda`, `cuda:1`, ..."""
     dtype: str = "auto"
-    """Dtype the weights are kept and updated in: `auto` (float32: the master copy the optimizer updates, whatever
-    `trainer.precision` computes in), `float32`, `bfloat16`, `float16`. Weights stored in bf16 lose any update
-    smaller than their resolution (about 0.4% of a weight), which RL learning rates fall below."""
+    """Dtype the weights are loaded in: `auto` (float32, the values the learner's fp32 master weights start from;
+    `trainer.precision` then decides what the parameters compute in), `float32`, `bfloat16`, `float16`. Weights
+    trained in bf16 without masters (`trainer.precision=bf16`) lose any update smaller than their resolution (about
+    0.4% of a weight), which RL learning rates fall below."""
     max_batch_size: int = 128
     """Most generation requests the in-process sampler batches into one forward pass."""
     batch_wait_ms: float = 2.0
@@ -60,10 +61,12 @@ class PolicyConfig:
     lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     """Modules LoRA adapts."""
     gradient_checkpointing: bool | None = None
-    """Recompute activations in the backward pass to save memory; None = on for models of more than
-    `activation_checkpointing_above_params` parameters."""
+    """Recompute activations in the backward pass to save memory: true in every decoder layer, false in none; None =
+    decided by memory: off when the update (model, gradients, masters, optimizer state and the activations of
+    `trainer.max_tokens_per_microbatch` tokens) fits in 90% of the device's memory, otherwise in just enough decoder
+    layers to fit."""
     activation_checkpointing_above_params: int = 200_000_000
-    """Size above which `gradient_checkpointing=None` turns checkpointing on."""
+    """No longer used (activation checkpointing is decided by memory); kept so that older run configs load."""
     tool_parser: str = "auto"
     """Tool-call format the policy writes and the rollout parses: `auto` (read off the chat template), `hermes`
     (Qwen2.5/Qwen3 `<tool_call>` JSON), `qwen3_coder` (`<tool_call><function=…>` XML), `llama3_json` (Llama 3.1/3.2

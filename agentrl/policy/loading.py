@@ -88,11 +88,12 @@ def load_tokenizer(path: str, *, local_files_only: bool | None = None) -> Any:
 def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) -> tuple[Any, Any]:
     """Load (model, tokenizer); wrap the model with LoRA and activation checkpointing when configured.
 
-    `policy.dtype=auto` loads a model to train in float32, the master copy the optimizer updates however the
-    learner computes (`trainer.precision`); a model loaded only to sample from (`trainable=False`) has no updates to
-    keep, so auto keeps its weights in bf16 on a GPU (half the memory) and float32 on the CPU.
-    `policy.gradient_checkpointing=None` turns activation checkpointing on for models of more than
-    `policy.activation_checkpointing_above_params` parameters (LoRA adapters not counted).
+    `policy.dtype=auto` loads a model to train in float32, the values the learner's fp32 master weights start
+    from (under `trainer.precision=bf16-mixed` the learner then casts the parameters to bf16); a model loaded only to
+    sample from (`trainable=False`) has no updates to keep, so auto keeps its weights in bf16 on a GPU (half the
+    memory) and float32 on the CPU. `policy.gradient_checkpointing=true` turns activation checkpointing on in every
+    decoder layer here; None leaves the choice to the learner, which decides by memory
+    (`agentrl/train/checkpointing_policy.py`).
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -120,10 +121,7 @@ def load_model_and_tokenizer(config: PolicyConfig, *, trainable: bool = True) ->
     model.to(device)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    checkpointing = config.gradient_checkpointing
-    if checkpointing is None:
-        checkpointing = sum(p.numel() for p in model.parameters()) > config.activation_checkpointing_above_params
-    if trainable and checkpointing:
+    if trainable and config.gradient_checkpointing:
         # transformers 5.24 renamed it (the old name warns, then goes in v6)
         enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
         enable()

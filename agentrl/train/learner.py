@@ -75,6 +75,9 @@ _TOKEN_METRICS = ("kl", "entropy", "sampler_entropy", "clip_frac_low", "clip_fra
 # Measured once per step, before the first optimizer step.
 _DRIFT_METRICS = ("sampler_logprob_abs_diff", "approx_kl_to_sampler")
 
+DEFAULT_EPISODE_TOKEN_BUDGET = 1024
+"""Dr. GRPO's constant for a learner built without `episode_token_budget` (the default of
+`rollout.max_tokens_per_episode`, which the trainer passes)."""
 DEFAULT_TIS_CAP = 2.0
 """`trainer.tis_cap` where None means on (Yao et al. 2025's token-level cap)."""
 
@@ -113,7 +116,7 @@ class Learner:
         pad_token_id: int,
         ref_model: torch.nn.Module | None = None,
         temperature: float = 1.0,
-        episode_token_budget: int | None = None,
+        episode_token_budget: int = DEFAULT_EPISODE_TOKEN_BUDGET,
         total_optimizer_steps: int | None = None,
         data_parallel: DataParallel | None = None,
         remote_sampler: bool = False,
@@ -453,7 +456,7 @@ def _masked_sum(values_B_T: Tensor, mask_B_T: Tensor) -> Tensor:
 def _on_host(*sums: dict[str, Any]) -> list[dict[str, float]]:
     """The dicts with their device tensors read back in one transfer (and their Python numbers as floats)."""
     keys = [(k, name) for k, d in enumerate(sums) for name, v in d.items() if isinstance(v, Tensor)]
-    values = torch.stack([sums[k][name].detach().double().reshape(()) for k, name in keys]).tolist() if keys else []
+    values = torch.stack([sums[k][name].detach().reshape(()) for k, name in keys]).tolist() if keys else []
     out = [{name: float(v) for name, v in d.items() if not isinstance(v, Tensor)} for d in sums]
     for (k, name), value in zip(keys, values, strict=True):
         out[k][name] = value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentrl.train.precision import resolve_precision
+from agentrl.train.precision import cast_parameters, parameter_dtype, resolve_precision
 
 
 def reference_model(model: Any, config: Any) -> Any:
@@ -13,11 +13,9 @@ def reference_model(model: Any, config: Any) -> Any:
     the base model with the adapter disabled, no copy needed). `config` is the `RunConfig`."""
     if config.trainer.kl_coef <= 0 or config.policy.lora_rank > 0:
         return None
-    import torch
-
     reference = copy.deepcopy(model).eval()
     reference.requires_grad_(False)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    if resolve_precision(config.trainer.precision, trainable) == "bf16-mixed":
-        reference.to(torch.bfloat16)  # autocast computes in bf16 anyway: an fp32 copy would double its memory
+    # in the policy's compute dtype (bf16 under bf16-mixed): an fp32 copy would double its memory
+    cast_parameters(reference, parameter_dtype(resolve_precision(config.trainer.precision, trainable)))
     return reference
