@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import random
 import threading
 import time

@@ -1,7 +1,8 @@
 """Resumable checkpoints in the run directory.
 
 `checkpoints/step_000010/` holds `weights.safetensors` (every trainable parameter: the whole model, or only the
-LoRA adapters), `learner.pt` (optimizer state and RNG states), `trainer_state.json` (step counters),
+LoRA adapters; the learner's fp32 master weights, so a bf16 run resumes exactly), `learner.pt` (optimizer state
+and RNG states), `trainer_state.json` (step counters),
 `carried_groups.json` (the partial-rollout groups carried into the next step, as tasks to re-issue: see
 `agentrl/rollout/partial.py`), and `policy/` (a `save_pretrained` export that `agentrl eval --model` and
 `agentrl serve --model` load directly and `agentrl push` uploads, with a model card as its `README.md`: see
@@ -64,10 +65,13 @@ def save_checkpoint(
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    trainable = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
-    save_file(trainable, tmp / "weights.safetensors")
     if learner_state is None:
         learner_state = learner.state_dict()
+    learner_state = dict(learner_state)
+    trainable = learner_state.pop("weights", None) or {
+        n: p.detach() for n, p in model.named_parameters() if p.requires_grad
+    }
+    save_file({n: w.cpu().contiguous() for n, w in trainable.items()}, tmp / "weights.safetensors")
     torch.save(
         {"learner": learner_state, "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()},
         tmp / "learner.pt",
@@ -92,7 +96,8 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def load_checkpoint(path: Path, model: Any, learner: Any) -> TrainerState:
-    """Restore weights, optimizer and RNG states in place; return the counters."""
+    """Restore weights (the model's parameters in their dtype, the learner's masters in fp32), optimizer and RNG
+    states in place; return the counters."""
     from safetensors.torch import load_file
 
     weights = load_file(path / "weights.safetensors", device=str(next(model.parameters()).device))
@@ -103,7 +108,7 @@ def load_checkpoint(path: Path, model: Any, learner: Any) -> TrainerState:
     if untrained:
         raise RuntimeError(f"checkpoint {path} lacks trainable weights: {untrained[:5]}")
     blob = torch.load(path / "learner.pt", weights_only=False)
-    learner.load_state_dict(blob["learner"])
+    learner.load_state_dict({**blob["learner"], "weights": weights})
     torch.set_rng_state(blob["torch_rng"])
     random.setstate(blob["python_rng"])
     return TrainerState(**json.loads((path / "trainer_state.json").read_text()))

@@ -19,6 +19,7 @@ the allocator's fragmentation and to what the estimate misses.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -75,7 +76,9 @@ def activation_bytes_per_token(shape: ModelShape, *, recomputed: bool) -> int:
     return (12 * shape.hidden + 5 * shape.intermediate) * shape.param_bytes + 4 * shape.hidden * 4
 
 
-def recomputed_layers(shape: ModelShape, tokens_per_microbatch: int, device_bytes: int, chunk_tokens: int = 4096) -> int:
+def recomputed_layers(
+    shape: ModelShape, tokens_per_microbatch: int, device_bytes: int, chunk_tokens: int = 4096
+) -> int:
     """Decoder layers to recompute so that the update fits in `HEADROOM` of `device_bytes`: 0 when it fits as is."""
     if shape.layers <= 0 or shape.hidden <= 0:
         return 0
@@ -129,3 +132,25 @@ def apply_checkpointing(model: torch.nn.Module, count: int) -> int:
     for index, layer in enumerate(layers):
         layer.gradient_checkpointing = index in chosen
     return sum(layer.gradient_checkpointing for layer in layers)
+
+
+def plan_checkpointing(
+    model: torch.nn.Module,
+    forced: bool | None,
+    *,
+    param_dtype: torch.dtype | None,
+    tokens_per_microbatch: int,
+    chunk_tokens: int,
+) -> int:
+    """Switch on activation checkpointing in `model` as `policy.gradient_checkpointing` says (`forced`: True in
+    every layer, False in none, None by memory, for parameters about to be cast to `param_dtype`); returns how many
+    decoder layers recompute."""
+    if forced is False:
+        return sum(layer.gradient_checkpointing for layer in checkpointed_layers_of(model))
+    shape = ModelShape.of(model)
+    if param_dtype is not None:
+        shape = dataclasses.replace(shape, param_bytes=torch.empty((), dtype=param_dtype).element_size())
+    device = next(p for p in model.parameters() if p.requires_grad).device
+    memory = device_memory_bytes(device)
+    count = shape.layers if forced else recomputed_layers(shape, tokens_per_microbatch, memory, chunk_tokens)
+    return apply_checkpointing(model, count)

@@ -99,9 +99,9 @@ class _TargetLogprob(torch.autograd.Function):
     whatever the dtype of the logits z; the gradient comes back in z's dtype.
 
     Full-size (C×V) work, forward: one fused log-softmax that reads z in its own dtype and writes fp32 (no separate
-    upcast, max, subtract, exp and sum kernels), plus an exp and a row-wise dot product for the entropy when asked; backward, without an entropy
-    gradient: exp and scale in place over the saved log-probabilities (a scatter adds the target terms) and the cast
-    back to z's dtype.
+    upcast, max, subtract, exp and sum kernels), plus an exp and a row-wise dot product for the entropy when asked;
+    backward, without an entropy gradient: exp and scale in place over the saved log-probabilities (a scatter adds
+    the target terms) and the cast back to z's dtype.
     """
 
     @staticmethod

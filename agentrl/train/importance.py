@@ -28,7 +28,11 @@ import torch
 from torch import Tensor
 
 from agentrl.errors import ConfigError
+from agentrl.train.config import TrainerConfig
 from agentrl.train.surrogate import MAX_LOG_RATIO
+
+DEFAULT_TIS_CAP = 2.0
+"""`trainer.tis_cap` where None means on (Yao et al. 2025's token-level cap)."""
 
 ImportanceWeightFn = Callable[..., tuple[Tensor, Tensor]]
 """fn(log_ratio_B_T, *, cap, floor) -> (weights_B_T, rejected_B_T): log_ratio is log π_old − log π_sampler per
@@ -92,3 +96,11 @@ def importance_weights(
     log_ratio_B_T = torch.where(mask_B_T, (old_logprobs_B_T - sampler_logprobs_B_T).detach(), 0.0)
     weights_B_T, rejected_B_T = TIS_MODES[mode](log_ratio_B_T, cap=cap, floor=floor)
     return weights_B_T, rejected_B_T.to(weights_B_T.dtype)
+
+
+def resolve_tis_cap(config: TrainerConfig, precision: str, *, remote_sampler: bool) -> float:
+    """`trainer.tis_cap`, None resolved: on (`DEFAULT_TIS_CAP`) where the sampler's log-probs differ from the
+    learner's by more than fp32 rounding (a bf16 precision, a remote sampler), else off."""
+    if config.tis_cap is not None:
+        return config.tis_cap
+    return DEFAULT_TIS_CAP if remote_sampler or precision != "fp32" else 0.0

@@ -48,45 +48,25 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from agentrl.train.checkpointing_policy import (
-    ModelShape,
-    apply_checkpointing,
-    checkpointed_layers_of,
-    device_memory_bytes,
-    recomputed_layers,
-)
+from agentrl.train.checkpointing_policy import plan_checkpointing
 from agentrl.train.config import TrainerConfig
 from agentrl.train.distributed import DataParallel
 from agentrl.train.entropy_advantage import entropy_scaled
 from agentrl.train.forward import forward_logprobs_B_T1
 from agentrl.train.fsdp import ShardedCopy, check_sharding, idle_sample
-from agentrl.train.kl import kl_k3
+from agentrl.train.importance import resolve_tis_cap
 from agentrl.train.master_weights import MasterWeightAdamW
 from agentrl.train.objective import Objective
-from agentrl.train.packed_attention import check_packing, enable_packing
+from agentrl.train.packed_attention import packing_mode
 from agentrl.train.packing import pack, plan_packed
 from agentrl.train.precision import cast_parameters, parameter_dtype, resolve_precision
 from agentrl.train.samples import MicroBatch, TrainSample, collate, plan_microbatches, split_minibatches
 from agentrl.train.schedule import check_schedule, learning_rate
-
-# Per-token statistics averaged over all loss tokens of every pass of a step (the rest are averaged over optimizer
-# steps); the objective may add more (`tis_weight`, `cov_dropped`, ...). Always logged, 0 when unused.
-_TOKEN_METRICS = ("kl", "entropy", "sampler_entropy", "clip_frac_low", "clip_frac_high", "clip_frac_dual")
-# Measured once per step, before the first optimizer step.
-_DRIFT_METRICS = ("sampler_logprob_abs_diff", "approx_kl_to_sampler")
+from agentrl.train.update_metrics import add, on_host, record_sampler_drift, update_metrics
 
 DEFAULT_EPISODE_TOKEN_BUDGET = 1024
 """Dr. GRPO's constant for a learner built without `episode_token_budget` (the default of
 `rollout.max_tokens_per_episode`, which the trainer passes)."""
-DEFAULT_TIS_CAP = 2.0
-"""`trainer.tis_cap` where None means on (Yao et al. 2025's token-level cap)."""
-
-
-def resolve_tis_cap(config: TrainerConfig, precision: str, *, remote_sampler: bool) -> float:
-    """`trainer.tis_cap`, None resolved: on (`DEFAULT_TIS_CAP`) for a bf16 precision or a remote sampler, else off."""
-    if config.tis_cap is not None:
-        return config.tis_cap
-    return DEFAULT_TIS_CAP if remote_sampler or precision != "fp32" else 0.0
 
 
 class Learner:
@@ -144,7 +124,13 @@ class Learner:
         self.ref_model = ref_model
         self.temperature = temperature
         dtype = parameter_dtype(self.precision)
-        self.recomputed_layers = self._plan_checkpointing(model, activation_checkpointing, dtype)
+        self.recomputed_layers = plan_checkpointing(
+            model,
+            activation_checkpointing,
+            param_dtype=dtype,
+            tokens_per_microbatch=config.max_tokens_per_microbatch,
+            chunk_tokens=config.logprob_chunk_tokens,
+        )
         self.sharded = (
             ShardedCopy(model, cpu_offload=config.fsdp_cpu_offload, param_dtype=dtype)
             if config.sharding == "fsdp"
@@ -166,7 +152,8 @@ class Learner:
         cast_parameters(model, dtype)
         if ref_model is not None:
             cast_parameters(ref_model, dtype)
-        self.packing = self._packing_mode() if config.packing else None
+        models = [self.train_model] + ([ref_model] if ref_model is not None else [])
+        self.packing = packing_mode(models, self.device) if config.packing else None
         self.step = 0
         self.optimizer_steps = 0
 
@@ -206,30 +193,20 @@ class Learner:
             self.train_model.train(was_training)
         if self.sharded is not None:
             self.sharded.write_back()
-        token_sums, step_sums = _on_host(token_sums, step_sums)  # the update's one device→host transfer
+        token_sums, step_sums = on_host(token_sums, step_sums)  # the update's one device→host transfer
         token_sums = self.dp.sum_floats(token_sums)  # each rank summed over its own samples
         step_sums.update(self.dp.sum_floats({k: step_sums.get(k, 0.0) for k in ("loss", "pg_loss", "microbatches")}))
         self.step += 1
-        elapsed_s = time.perf_counter() - start
-        num_tokens = sum(s.num_loss_tokens for s in samples)
-        updates = len(minibatches) * epochs
-        metrics = {name: 0.0 for name in _TOKEN_METRICS}
-        metrics.update({name: total / max(num_tokens * epochs, 1) for name, total in token_sums.items()})
-        metrics.update({name: token_sums.get(name, 0.0) / max(num_tokens, 1) for name in _DRIFT_METRICS})
-        if self.config.entropy_alpha > 0:
-            metrics["entropy_advantage_applied"] = step_sums.get("entropy_advantage_applied", 0.0) / updates
-        for name in ("loss", "pg_loss", "grad_norm"):
-            metrics[name] = step_sums.get(name, 0.0) / updates
-        metrics.update(
-            lr=float(self.optimizer.param_groups[0]["lr"]),  # that of the step's last optimizer step
-            tokens=float(num_tokens),
-            sequences=float(len(samples)),
-            optimizer_steps=float(updates),
-            microbatches=step_sums.get("microbatches", 0.0),
-            skipped_steps=step_sums.get("skipped_steps", 0.0),
-            train_tokens_per_s=epochs * sum(len(s.token_ids) for s in samples) / max(elapsed_s, 1e-9),
+        return update_metrics(
+            samples,
+            token_sums,
+            step_sums,
+            updates=len(minibatches) * epochs,
+            epochs=epochs,
+            lr=float(self.optimizer.param_groups[0]["lr"]),
+            elapsed_s=time.perf_counter() - start,
+            entropy_advantage=self.config.entropy_alpha > 0,
         )
-        return metrics
 
     def state_dict(self) -> dict[str, Any]:
         """Optimizer state, step counters (the schedule's position included) and `weights`, the trainable
@@ -306,20 +283,20 @@ class Learner:
                 old_B_T1 = pad_sequence([old_logprobs[i] for i in plan], batch_first=True)
             else:
                 old_B_T1 = logprobs_B_T1.detach()
-                self._record_sampler_drift(old_B_T1, batch, token_sums)
+                record_sampler_drift(old_B_T1, batch, token_sums)
             ref_B_T1 = self._reference_logprobs(batch) if self.objective.needs_reference else None
             loss, pg_loss = self.objective(batch, logprobs_B_T1, old_B_T1, entropy_B_T1, ref_B_T1, totals, token_sums)
             loss.backward()
             self.optimizer.accumulate()
-            _add(step_sums, "loss", loss.detach())
-            _add(step_sums, "pg_loss", pg_loss.detach())
+            add(step_sums, "loss", loss.detach())
+            add(step_sums, "pg_loss", pg_loss.detach())
         self._idle_passes(idle, all_samples[chosen[0]], backward=True)
-        _add(step_sums, "microbatches", float(len(plans)))
+        add(step_sums, "microbatches", float(len(plans)))
         if self.sharded is None:  # FSDP sums them itself, in the backward passes
             self.dp.sum_gradients(self.optimizer.masters)
         grad_norm = self._optimizer_step()
-        _add(step_sums, "grad_norm", grad_norm)
-        _add(step_sums, "skipped_steps", (~torch.isfinite(grad_norm)).to(grad_norm.dtype))
+        add(step_sums, "grad_norm", grad_norm)
+        add(step_sums, "skipped_steps", (~torch.isfinite(grad_norm)).to(grad_norm.dtype))
 
     def _optimizer_step(self) -> Tensor:
         """Clip, step and clear; a non-finite gradient skips the step rather than corrupting the weights."""
@@ -384,7 +361,7 @@ class Learner:
             batch = self._batch([samples[needed[k]] for k in plan])
             logprobs_B_T1 = self._logprobs(self.train_model, batch)[0]
             rows = [row for row, k in enumerate(plan) if needed[k] in recorded]
-            self._record_sampler_drift(logprobs_B_T1, batch, token_sums, None if len(rows) == len(plan) else rows)
+            record_sampler_drift(logprobs_B_T1, batch, token_sums, None if len(rows) == len(plan) else rows)
             for row, k in enumerate(plan):
                 old[needed[k]] = logprobs_B_T1[row, : lengths[k] - 1]
         self._idle_passes(idle, samples[0], backward=False)
@@ -406,61 +383,6 @@ class Learner:
             if backward:
                 (logprobs_B_T1.sum() * 0.0).backward()
                 self.optimizer.accumulate()
-
-    @staticmethod
-    def _record_sampler_drift(
-        logprobs_B_T1: Tensor, batch: MicroBatch, token_sums: dict[str, Any], rows: list[int] | None = None
-    ) -> None:
-        # k3 with the sampler as the sampling distribution estimates KL(sampler ‖ learner).
-        sampler_B_T1, mask_B_T1 = batch.sampler_logprobs_B_T1, batch.mask_B_T1
-        if rows is not None:  # only some samples count (several ranks): the rest are another rank's
-            index = torch.tensor(rows, dtype=torch.long).to(mask_B_T1.device, non_blocking=True)
-            logprobs_B_T1, sampler_B_T1, mask_B_T1 = (t.index_select(0, index) for t in (logprobs_B_T1, sampler_B_T1, mask_B_T1))
-        _add(token_sums, "sampler_logprob_abs_diff", _masked_sum((logprobs_B_T1 - sampler_B_T1).abs(), mask_B_T1))
-        _add(token_sums, "approx_kl_to_sampler", _masked_sum(kl_k3(sampler_B_T1, logprobs_B_T1), mask_B_T1))
-
-    # --- set-up ------------------------------------------------------------------------------------------------
-
-    def _plan_checkpointing(self, model: torch.nn.Module, forced: bool | None, dtype: torch.dtype | None) -> int:
-        """Decoder layers that recompute their activations (`checkpointing_policy.py`), switched on in `model`."""
-        if forced is False:
-            return sum(layer.gradient_checkpointing for layer in checkpointed_layers_of(model))
-        shape = ModelShape.of(model)
-        if dtype is not None:
-            shape = dataclasses.replace(shape, param_bytes=torch.empty((), dtype=dtype).element_size())
-        device = next(p for p in model.parameters() if p.requires_grad).device
-        count = shape.layers if forced else recomputed_layers(
-            shape, self.config.max_tokens_per_microbatch, device_memory_bytes(device), self.config.logprob_chunk_tokens
-        )
-        return apply_checkpointing(model, count)
-
-    def _packing_mode(self) -> str | None:
-        """How micro-batches reach the model: packed ("mapping" or "none", `packed_attention.check_packing`), or
-        None for padded rows. Decided once, on fixed tokens, so every rank decides alike."""
-        models = [self.train_model] + ([self.ref_model] if self.ref_model is not None else [])
-        if not all(enable_packing(m) for m in models):
-            return None
-        vocab = int(getattr(getattr(self.model, "config", None), "vocab_size", 0) or 16)
-        token_ids = tuple(1 + k % max(vocab - 1, 1) for k in range(3, 14))
-        return check_packing(self.train_model, token_ids, self.device)
-
-
-def _add(sums: dict[str, Any], name: str, value: Any) -> None:
-    sums[name] = sums[name] + value if name in sums else value
-
-
-def _masked_sum(values_B_T: Tensor, mask_B_T: Tensor) -> Tensor:
-    return torch.where(mask_B_T, values_B_T.detach(), 0.0).sum()
-
-
-def _on_host(*sums: dict[str, Any]) -> list[dict[str, float]]:
-    """The dicts with their device tensors read back in one transfer (and their Python numbers as floats)."""
-    keys = [(k, name) for k, d in enumerate(sums) for name, v in d.items() if isinstance(v, Tensor)]
-    values = torch.stack([sums[k][name].detach().reshape(()) for k, name in keys]).tolist() if keys else []
-    out = [{name: float(v) for name, v in d.items() if not isinstance(v, Tensor)} for d in sums]
-    for (k, name), value in zip(keys, values, strict=True):
-        out[k][name] = value
-    return out
 
 
 def _is_peft_model(model: torch.nn.Module) -> bool:

@@ -71,7 +71,7 @@ class MasterWeightAdamW:
     def accumulate(self) -> None:
         """Move the low-precision parameters' gradients into the fp32 master gradients (after a backward pass)."""
         adding = [(m, p) for m, p in self._low if p.grad is not None]
-        for master, param in adding:
+        for master, _ in adding:
             if master.grad is None:
                 master.grad = torch.zeros_like(master)
         if adding:

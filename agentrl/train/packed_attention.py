@@ -149,3 +149,12 @@ def check_packing(model: torch.nn.Module, token_ids: tuple[int, ...], device: to
 
 def _logits(model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
     return model(**inputs, use_cache=False).logits[0].float().log_softmax(-1)
+
+
+def packing_mode(models: list[torch.nn.Module], device: torch.device) -> str | None:
+    """How micro-batches reach `models` (the trained model first, a reference model after it): packed ("mapping" or
+    "none", `check_packing`), or None for padded rows. Decided on fixed tokens, so every rank decides alike."""
+    if not all(enable_packing(m) for m in models):
+        return None
+    vocab = int(getattr(getattr(models[0], "config", None), "vocab_size", 0) or 16)
+    return check_packing(models[0], tuple(1 + k % max(vocab - 1, 1) for k in range(3, 14)), device)

@@ -66,7 +66,9 @@ def test_bf16_mixed_keeps_fp32_masters_that_take_rl_sized_updates_and_bf16_weigh
         assert all(p.dtype == torch.bfloat16 for p in model.parameters())  # what the passes and the sampler use
         learner.update(make_samples())
         masters = learner.optimizer.master_weights()
-        assert all(w.dtype == (torch.float32 if precision == "bf16-mixed" else torch.bfloat16) for w in masters.values())
+        assert all(
+            w.dtype == (torch.float32 if precision == "bf16-mixed" else torch.bfloat16) for w in masters.values()
+        )
         changed = sum(int((masters[n].float() != before[n]).sum()) for n in before)
         fractions[precision] = changed / sum(w.numel() for w in before.values())
         for name, p in model.named_parameters():  # each step wrote the masters back, rounded once
@@ -284,3 +286,24 @@ def test_dr_grpo_constant_is_the_episode_budget_and_ignores_prompt_and_tool_toke
     override = dataclasses.replace(config, loss_agg_norm_tokens=50)
     metrics = Learner(small_model(), override, pad_token_id=0, episode_token_budget=300).update(samples)
     assert metrics["pg_loss"] == pytest.approx(expected / 50, rel=1e-5)
+
+
+def test_a_bf16_mixed_checkpoint_saves_the_fp32_masters_and_its_policy_loads_with_transformers(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from agentrl.testing.families import family_model
+    from agentrl.train.checkpoint import TrainerState, load_checkpoint, save_checkpoint
+
+    config = TrainerConfig(lr=1e-5, precision="bf16-mixed", minibatches_per_step=1)
+    model, tokenizer = family_model("qwen3", hidden_size=64, layers=2)
+    learner = Learner(model, config, pad_token_id=0)
+    samples = [dataclasses.replace(s, token_ids=tuple(t + 10 for t in s.token_ids)) for s in make_samples()]
+    learner.update(samples)
+    saved = save_checkpoint(tmp_path, TrainerState(1, 0.0, 1), model, tokenizer, learner)
+    resumed_model, _ = family_model("qwen3", hidden_size=64, layers=2, seed=5)
+    resumed = Learner(resumed_model, config, pad_token_id=0)
+    load_checkpoint(saved, resumed_model, resumed)
+    a, b = masters_of(learner), masters_of(resumed)
+    assert all(w.dtype == torch.float32 for w in b.values()) and all(torch.equal(a[n], b[n]) for n in a)
+    exported = AutoModelForCausalLM.from_pretrained(saved / "policy")
+    assert sum(p.numel() for p in exported.parameters()) == sum(p.numel() for p in model.parameters())

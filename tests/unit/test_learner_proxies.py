@@ -210,7 +210,13 @@ def test_a_sampler_without_packing_support_keeps_its_attention():
 # --- activation checkpointing by memory ---------------------------------------------------------------------------
 
 QWEN3_06B = ModelShape(
-    parameters=596_000_000, trainable=596_000_000, layers=28, hidden=1024, intermediate=3072, vocab=151_936, param_bytes=2
+    parameters=596_000_000,
+    trainable=596_000_000,
+    layers=28,
+    hidden=1024,
+    intermediate=3072,
+    vocab=151_936,
+    param_bytes=2,
 )
 
 
