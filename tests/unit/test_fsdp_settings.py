@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from agentrl.config import TrainerConfig
-from agentrl.errors import ConfigError
+from agentrl.errors import ConfigError, DependencyError
 from agentrl.train.fsdp import check_sharding, idle_sample
 from agentrl.train.samples import TrainSample, collate
 
@@ -52,3 +52,40 @@ def test_the_idle_sample_is_two_tokens_with_one_masked_target(token_ids):
     assert batch.input_ids_B_T.shape == (1, 2)
     assert batch.mask_B_T1.tolist() == [[True]]  # the output embedding is reached, so its hooks fire too
     assert batch.advantages_B_T1.abs().sum() == 0
+
+
+# --- what each torch version can shard ----------------------------------------------------------------------------
+
+
+def without(monkeypatch, *names):
+    from torch.distributed.fsdp import FSDPModule
+
+    for name in names:
+        if hasattr(FSDPModule, name):
+            monkeypatch.delattr(FSDPModule, name)
+
+
+def moe_model():
+    model = torch.nn.Linear(2, 2)
+    model.config = type("Config", (), {"num_experts": 8})()
+    return model
+
+
+def test_fsdp_runs_on_this_torch():
+    check_sharding(settings(sharding="fsdp"), torch.nn.Linear(2, 2))
+    check_sharding(settings(sharding="fsdp"), moe_model())  # torch 2.13 reduces unused parameters too
+
+
+def test_a_torch_whose_fsdp2_would_average_gradients_is_refused_in_one_line(monkeypatch):
+    without(monkeypatch, "set_gradient_divide_factor")  # torch < 2.8
+    with pytest.raises(DependencyError) as refused:
+        check_sharding(settings(sharding="fsdp"), torch.nn.Linear(2, 2))
+    assert "torch >= 2.8" in str(refused.value) and "\n" not in str(refused.value)
+    check_sharding(settings(sharding="none"), torch.nn.Linear(2, 2))  # only fsdp needs it
+
+
+def test_torch_2_8_to_2_12_shards_dense_models_and_refuses_expert_routing(monkeypatch):
+    without(monkeypatch, "set_reduce_scatter_unused_params")  # torch 2.8 to 2.12
+    check_sharding(settings(sharding="fsdp"), torch.nn.Linear(2, 2))
+    with pytest.raises(DependencyError, match=r"torch >= 2\.13"):
+        check_sharding(settings(sharding="fsdp"), moe_model())
