@@ -28,8 +28,8 @@ between two engines, and that gap (plus the staleness of carried partial rollout
 `trainer.tis_cap` / `tis_mode` with the weight π_old / π_sampler. This is the decoupled form of PPO (Hilton et al.
 2022, "Batch size-invariance for policy optimization"; AReaL, Fu et al. 2025). How large the gap is depends on the
 precision: with the in-process sampler in fp32 (the CPU default) the two differ by ~1e-6 per token; in bf16 (the
-GPU default) by ~1e-3 (2.7e-3 measured on an H100), where different kernels and batch shapes round differently,
-and more with remote samplers; so `trainer.tis_cap` defaults to on exactly there. The pass also compares the
+GPU default) by the order of 1e-3, where different kernels and batch shapes (a decode step against a packed
+training row) round differently, and more with remote samplers; so `trainer.tis_cap` defaults to on exactly there. The pass also compares the
 learner's log-probs with the sampler's (`sampler_logprob_abs_diff`, `approx_kl_to_sampler`), the health check for
 token-exact rollouts.
 """
@@ -229,7 +229,7 @@ class Learner:
         weights = state.get("weights")
         if self.sharded is not None:
             self.sharded.reload(weights)
-            self.sharded.load_optimizer_state(self.optimizer.optimizer, state["optimizer"])
+            self.sharded.load_optimizer_state(self.optimizer.optimizer, self.optimizer.as_own(state["optimizer"]))
         else:
             self.optimizer.load_state_dict(state["optimizer"])
             if weights is None:

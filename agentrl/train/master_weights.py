@@ -107,7 +107,14 @@ class MasterWeightAdamW:
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.optimizer.load_state_dict(dict(state))
+        self.optimizer.load_state_dict(self.as_own(state))
+
+    def as_own(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """`state` (an AdamW `state_dict()`, fused or not: a sharded run's, an older checkpoint's) with this
+        optimizer's implementation flags, so loading it keeps the implementation and places the step counts where
+        that implementation wants them."""
+        own = {key: self.optimizer.param_groups[0].get(key) for key in ("fused", "foreach")}
+        return {**state, "param_groups": [{**group, **own} for group in state["param_groups"]]}
 
     def master_weights(self) -> dict[str, Tensor]:
         """The masters by parameter name (fp32 for bf16 parameters: what a checkpoint saves)."""

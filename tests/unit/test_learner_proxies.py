@@ -260,3 +260,22 @@ def test_truncated_importance_sampling_is_on_where_the_gap_exceeds_fp32_rounding
 
 def test_the_learners_default_episode_budget_is_the_rollouts():
     assert DEFAULT_EPISODE_TOKEN_BUDGET == RolloutConfig.max_tokens_per_episode
+
+
+# --- model FLOPs for MFU ----------------------------------------------------------------------------------------------
+
+
+def test_update_flops_count_every_pass_an_update_makes():
+    from agentrl.train.flops import forward_flops, update_flops
+
+    model = qwen3(layers=2)  # hidden 64, 4 heads of 16, MLP 128, tied embeddings
+    body = 2 * (64 * 64 + 64 * 32 + 64 * 32 + 64 * 64 + 3 * 64 * 128)
+    vocab = model.config.vocab_size
+    samples = samples_of([10, 20], vocab)
+    loss_tokens = sum(s.num_loss_tokens for s in samples)
+    forward = 2 * body * 30 + 4 * 2 * 64 * (10**2 + 20**2) + 2 * 64 * vocab * loss_tokens
+    assert forward_flops(model, [10, 20], loss_tokens) == forward
+    one_step = update_flops(model, samples, TrainerConfig(minibatches_per_step=1))
+    assert one_step == {"training": 3 * forward, "old_policy": 0.0, "reference": 0.0, "total": 3 * forward}
+    full = update_flops(model, samples, TrainerConfig(minibatches_per_step=2, update_epochs=2, kl_coef=0.1))
+    assert full == {"training": 6 * forward, "old_policy": forward, "reference": 2 * forward, "total": 9 * forward}
