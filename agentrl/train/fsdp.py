@@ -119,6 +119,7 @@ class ShardedCopy:
     @torch.no_grad()
     def write_back(self) -> None:
         """Gather the trained weights into the unsharded model, in place, on every rank (a collective)."""
+        self.module.reshard()  # a no-grad forward leaves the root's parameters unsharded
         whole = dict(self.model.named_parameters())
         for name, param in self.module.named_parameters():
             if param.requires_grad:
@@ -128,6 +129,7 @@ class ShardedCopy:
     def reload(self, weights: dict[str, torch.Tensor] | None = None) -> None:
         """Re-read every shard from `weights` (fp32 masters by name, a checkpoint's), else from the unsharded model
         (after a checkpoint was loaded into it); each rank takes its own slice, no communication."""
+        self.module.reshard()
         whole = {name: p.detach() for name, p in self.model.named_parameters()} | dict(weights or {})
         for name, param in self.module.named_parameters():
             param.to_local().copy_(_slice_like(whole[name], param).to_local())
@@ -135,6 +137,7 @@ class ShardedCopy:
     def full_parameters(self, *, keep: bool) -> dict[str, torch.Tensor]:
         """The trainable parameters' full (fp32 master) values by name, gathered (a collective: every rank calls
         it); kept, on the CPU, only where `keep`, else an empty dict."""
+        self.module.reshard()
         out = {}
         for name, param in self.module.named_parameters():
             if param.requires_grad:

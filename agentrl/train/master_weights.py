@@ -104,7 +104,11 @@ class MasterWeightAdamW:
             param.grad = None
 
     def state_dict(self) -> dict[str, Any]:
-        return self.optimizer.state_dict()
+        """The inner AdamW's state, its implementation left unset (fused or not is this machine's choice, and a
+        sharded run's state reads the same)."""
+        state = self.optimizer.state_dict()
+        neutral = {"fused": None, "foreach": None}
+        return {**state, "param_groups": [{**group, **neutral} for group in state["param_groups"]]}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.optimizer.load_state_dict(self.as_own(state))
