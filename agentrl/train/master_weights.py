@@ -52,6 +52,7 @@ class MasterWeightAdamW:
             self.masters.append(param.detach().float().clone())  # before the cast: the fp32 values survive
             param.data = param.data.to(param_dtype)
         self._low = [(m, p) for m, p in zip(self.masters, self.params, strict=True) if m is not p]
+        self._grad_sums: dict[int, Tensor] = {}  # fp32 gradient sums, allocated once, zeroed by one kernel a step
         options = {"lr": lr, "betas": betas, "weight_decay": weight_decay}
         self.fused = False
         if fused:
@@ -73,7 +74,9 @@ class MasterWeightAdamW:
         adding = [(m, p) for m, p in self._low if p.grad is not None]
         for master, _ in adding:
             if master.grad is None:
-                master.grad = torch.zeros_like(master)
+                if id(master) not in self._grad_sums:
+                    self._grad_sums[id(master)] = torch.zeros_like(master)
+                master.grad = self._grad_sums[id(master)]
         if adding:
             torch._foreach_add_([m.grad for m, _ in adding], [p.grad for _, p in adding])
         for _, param in adding:
@@ -99,6 +102,8 @@ class MasterWeightAdamW:
         return norm
 
     def zero_grad(self) -> None:
+        if self._grad_sums:
+            torch._foreach_zero_(list(self._grad_sums.values()))
         for master, param in zip(self.masters, self.params, strict=True):
             master.grad = None
             param.grad = None
