@@ -29,9 +29,9 @@ between two engines, and that gap (plus the staleness of carried partial rollout
 2022, "Batch size-invariance for policy optimization"; AReaL, Fu et al. 2025). How large the gap is depends on the
 precision: with the in-process sampler in fp32 (the CPU default) the two differ by ~1e-6 per token; in bf16 (the
 GPU default) by the order of 1e-3, where different kernels and batch shapes (a decode step against a packed
-training row) round differently, and more with remote samplers; so `trainer.tis_cap` defaults to on exactly there. The pass also compares the
-learner's log-probs with the sampler's (`sampler_logprob_abs_diff`, `approx_kl_to_sampler`), the health check for
-token-exact rollouts.
+training row) round differently, and more with remote samplers; so `trainer.tis_cap` defaults to on exactly
+there. The pass also compares the learner's log-probs with the sampler's (`sampler_logprob_abs_diff`,
+`approx_kl_to_sampler`), the health check for token-exact rollouts.
 """
 
 from __future__ import annotations
