@@ -37,7 +37,12 @@ async function api(path) {
   return body;
 }
 
-const fmt = (x, digits = 3) => (x === null || x === undefined ? "–" : Number(x).toFixed(Math.abs(x) >= 100 ? 0 : digits));
+function fmt(x, digits = 3) {
+  if (x === null || x === undefined) return "–";
+  const size = Math.abs(x);
+  if (size > 0 && size < 10 ** -digits) return Number(x).toExponential(1);  // a gap of 1e-7 is not 0.000
+  return Number(x).toFixed(size >= 100 ? 0 : digits);
+}
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 const short = (id) => (id ? String(id).split("/").pop() : "");
 const fileRef = (name) => `#/file/${encodeURIComponent(name)}`;
