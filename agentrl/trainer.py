@@ -43,12 +43,14 @@ from agentrl.runlog.metrics import MetricsLogger
 from agentrl.runlog.progress import RolloutProgress, TrainProgress
 from agentrl.runlog.run_dir import new_run_dir
 from agentrl.runlog.step_stats import require_some_valid, rewind_logs, rollout_metrics, success_of, write_trajectories
+from agentrl.runlog.turn_credit import TurnCredit
 from agentrl.tasks import select_tiers
 from agentrl.train.checkpoint import TrainerState, latest_checkpoint, load_carried, load_checkpoint, save_checkpoint
 from agentrl.train.distributed import DataParallel
 from agentrl.train.learner import Learner
 from agentrl.train.objective import check_trainer_config
 from agentrl.train.reference import reference_model
+from agentrl.train.samples import TrainSample
 from agentrl.types import TrajectoryGroup
 
 
@@ -222,7 +224,7 @@ class Trainer:
         if self._should_evaluate(step) or (out_of_time and cfg.eval.every_steps):
             stats.update(self.evaluate(step))
         self.state = TrainerState(step, time.monotonic() - started, self.policy.version)
-        self.log(step, stats, progress, groups)
+        self.log(step, stats, progress, groups, samples)
         self.checkpoint(step, force=out_of_time)
         return stats, out_of_time
 
@@ -341,14 +343,20 @@ class Trainer:
         return out | {"time/eval_s": time.monotonic() - t0}
 
     def log(
-        self, step: int, stats: dict[str, float], progress: TrainProgress, groups: Sequence[TrajectoryGroup] = ()
+        self,
+        step: int,
+        stats: dict[str, float],
+        progress: TrainProgress,
+        groups: Sequence[TrajectoryGroup] = (),
+        samples: Sequence[TrainSample] = (),
     ) -> None:
         if self.metrics is None:  # a rank other than 0: rank 0 writes the run's logs
             return
         self.metrics.log(step, stats)
         progress.advance(step, stats)
         if groups:
-            write_trajectories(self.run_dir, f"step_{step:06d}.jsonl", groups)
+            credit = TurnCredit.of(samples, getattr(self.learner, "last_logprobs", None))  # the update, per turn
+            write_trajectories(self.run_dir, f"step_{step:06d}.jsonl", groups, credit)
 
     def checkpoint(self, step: int, *, force: bool = False) -> None:
         cfg = self.config

@@ -23,6 +23,7 @@ from agentrl.cli.lists import scaffolds_app, tools_app
 from agentrl.cli.serve import serve_app
 from agentrl.cli.swe import swe_app
 from agentrl.cli.train import train_app
+from agentrl.cli.view import view_app
 from agentrl.errors import AgentRLError, ConfigError, DependencyError, InputError, one_line
 
 USER_ERRORS = (ConfigError, InputError, DependencyError, OSError)
@@ -69,7 +70,7 @@ def root(
     """Train tool-using LLM agents with RL."""
 
 
-for family in (train_app, eval_app, serve_app, doctor_app, hub_app):
+for family in (train_app, eval_app, serve_app, doctor_app, hub_app, view_app):
     app.add_typer(family)
 app.add_typer(tools_app, name="tools")
 app.add_typer(scaffolds_app, name="scaffolds")

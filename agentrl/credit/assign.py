@@ -53,6 +53,7 @@ def trajectory_sample(
         advantages=token_advantages(trajectory, per_turn),
         sampler_logprobs=tuple(trajectory.sampler_logprobs),
         sampler_entropies=token_entropies(trajectory),
+        trajectory_id=trajectory.trajectory_id,
     )
 
 

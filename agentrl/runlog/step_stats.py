@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import InfraError
+from agentrl.runlog.turn_credit import TurnCredit
 from agentrl.types import StopReason, TrajectoryGroup, trajectory_to_json
 
 
@@ -44,14 +45,21 @@ def rollout_metrics(
     return out
 
 
-def write_trajectories(run_dir: Path, name: str, groups: Sequence[TrajectoryGroup]) -> None:
-    """Every trajectory of `groups`, one JSON line each, to `run_dir/trajectories/name`."""
+def write_trajectories(
+    run_dir: Path, name: str, groups: Sequence[TrajectoryGroup], credit: TurnCredit | None = None
+) -> None:
+    """Every trajectory of `groups`, one JSON line each, to `run_dir/trajectories/name`: its task's scaffold, then
+    `trajectory_to_json`, each turn with what the update did with it when `credit` is given (`turn_credit.py`)."""
     out = run_dir / "trajectories" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as f:
         for g in groups:
             for t in g.trajectories:
-                f.write(json.dumps(trajectory_to_json(t)) + "\n")
+                record = {"scaffold": g.task.scaffold, **trajectory_to_json(t)}
+                if credit is not None:
+                    for turn, fields in zip(record["turns"], credit.turn_fields(t), strict=True):
+                        turn.update(fields)
+                f.write(json.dumps(record) + "\n")
 
 
 def rewind_logs(run_dir: Path, step: int) -> None:

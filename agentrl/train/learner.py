@@ -156,6 +156,10 @@ class Learner:
         self.packing = packing_mode(models, self.device) if config.packing else None
         self.step = 0
         self.optimizer_steps = 0
+        self.last_logprobs: dict[int, Tensor] = {}
+        """This rank's log-probs of the last update's samples (index → `logprobs_T1`, position t scoring token
+        t + 1) under the weights before its first optimizer step (those that sampled them, unless a partial
+        rollout carried them over): the learner's side of the sampler–learner gap, for the run's trajectory log."""
 
     @property
     def device(self) -> torch.device:
@@ -177,6 +181,7 @@ class Learner:
         token_sums: dict[str, Any] = {}
         step_sums: dict[str, Any] = {}
         epochs = self.config.update_epochs
+        self.last_logprobs = {}
         try:
             minibatches = split_minibatches(len(samples), self.config.minibatches_per_step)
             # each pass's mini-batches, as indices into `samples`, and this rank's share of each
@@ -187,6 +192,7 @@ class Learner:
                 needed = {i for chosen in steps for i in self.dp.shard(chosen)}
                 first = {i for chosen in passes[0] for i in self.dp.shard(chosen)}  # ranks' drift: a partition
                 old_logprobs = self._old_logprobs(samples, token_sums, sorted(needed), first)
+                self.last_logprobs = old_logprobs
             for chosen in steps:
                 self._train_minibatch(samples, chosen, old_logprobs, token_sums, step_sums)
         finally:
@@ -284,6 +290,8 @@ class Learner:
             else:
                 old_B_T1 = logprobs_B_T1.detach()
                 record_sampler_drift(old_B_T1, batch, token_sums)
+                for row, i in enumerate(plan):  # one optimizer step: these are the sampling weights' log-probs
+                    self.last_logprobs[chosen[mine[i]]] = old_B_T1[row, : len(samples[i].token_ids) - 1]
             ref_B_T1 = self._reference_logprobs(batch) if self.objective.needs_reference else None
             loss, pg_loss = self.objective(batch, logprobs_B_T1, old_B_T1, entropy_B_T1, ref_B_T1, totals, token_sums)
             loss.backward()

@@ -26,6 +26,8 @@ class TrainSample:
     sampler_entropies: tuple[float, ...] = ()
     """Entropy of the sampling distribution at each token (0 where masked); empty when the sampler gave none.
     AEPO's entropy-aware advantage reads it."""
+    trajectory_id: str | None = None
+    """The trajectory it was made from, so the run's trajectory log can say what the update did with each turn."""
 
     def __post_init__(self) -> None:
         lengths = {len(self.token_ids), len(self.loss_mask), len(self.advantages), len(self.sampler_logprobs)}

@@ -33,6 +33,7 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
     assert "agentrl/tools/__init__.py" in names
     assert "agentrl/scaffolds/code/tasks.py" in names and "agentrl/rewards/outcome.py" in names
     assert "agentrl/tiny/policy/model.safetensors" in names and "agentrl/tiny/policy/tokenizer.json" in names
+    assert {f"agentrl/view/static/{f}" for f in ("index.html", "view.js", "view.css")} <= set(names)
     assert not any(n.startswith(("tools/", "scaffolds/", "rewards/")) for n in names)  # no generic top-level packages
 
     env_dir = tmp_path / "venv"

@@ -262,3 +262,21 @@ def test_kl_without_reference_is_a_clear_error():
 def test_unknown_loss_aggregation_is_rejected():
     with pytest.raises(ValueError, match="loss_agg"):
         Learner(tiny_model(), config(loss_agg="sum"), pad_token_id=PAD)
+
+
+@pytest.mark.parametrize("minibatches", [1, 3])
+def test_the_update_keeps_its_logprobs_under_the_sampling_weights_for_the_trajectory_log(minibatches):
+    """`last_logprobs` holds every sample's log-probs of its sampled tokens under the weights before the update's
+    first optimizer step, whether one optimizer step computes them inside the step or several compute them first."""
+    model, samples = tiny_model(), make_samples(6)
+    before = copy.deepcopy(model)
+    learner = Learner(model, config(minibatches_per_step=minibatches, max_tokens_per_microbatch=40), pad_token_id=PAD)
+    learner.update(samples)
+    assert sorted(learner.last_logprobs) == list(range(len(samples)))
+    with torch.no_grad():
+        for i, sample in enumerate(samples):
+            ids = torch.tensor(sample.token_ids)
+            logits = before(ids[None]).logits[0, :-1].double()
+            expected = torch.log_softmax(logits, -1).gather(-1, ids[1:, None])[:, 0]
+            sampled = torch.tensor(sample.loss_mask[1:])  # what the log records; other positions are not scored
+            torch.testing.assert_close(learner.last_logprobs[i].double()[sampled], expected[sampled])

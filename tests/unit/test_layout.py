@@ -143,22 +143,27 @@ def test_the_layout_checks_can_fail(tmp_path):
     assert not in_collections("agentrl.toolserver.app")
 
 
-def test_every_package_is_listed_for_the_wheel():
-    """pyproject.toml lists packages by hand (the collections map to other directories): a package left out
-    installs editable but is missing from the wheel."""
-    import re
+def test_every_data_file_is_declared_package_data():
+    """Only the files pyproject.toml's package-data names ship besides the modules (include-package-data is off,
+    so nothing rides in from a stale manifest): a data file under a room that no pattern names would be missing
+    from the wheel while an editable install still finds it."""
+    import tomllib
 
-    listed = set(re.findall(r'^\s*"(agentrl[\w.]*)",$', (ROOT / "pyproject.toml").read_text(), re.M))
-    roots = {
-        "agentrl": "agentrl",
-        "agentrl.tools": "tools",
-        "agentrl.scaffolds": "scaffolds",
-        "agentrl.rewards": "rewards",
+    setuptools_config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools_config["include-package-data"] is False
+    rooms = {"agentrl": CORE, "agentrl.tools": ROOT / "tools", "agentrl.scaffolds": ROOT / "scaffolds"}
+    rooms["agentrl.rewards"] = ROOT / "rewards"
+    declared: set[Path] = set()
+    for package, patterns in setuptools_config["package-data"].items():
+        room = next(r for r in sorted(rooms, key=len, reverse=True) if package == r or package.startswith(r + "."))
+        directory = rooms[room].joinpath(*package[len(room) :].split(".")[1:])
+        assert directory.is_dir(), f"package-data names {package}, which has no directory"
+        declared.update(p for pattern in patterns for p in directory.glob(pattern) if p.is_file())
+    data = {
+        p
+        for directory in rooms.values()
+        for p in directory.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
     }
-    found = set()
-    for package, directory in roots.items():
-        for init in (ROOT / directory).rglob("__init__.py"):
-            parts = init.parent.relative_to(ROOT / directory).parts
-            if "repos" not in parts:  # the SWE task repositories are data
-                found.add(".".join((package, *parts)))
-    assert found == listed, (sorted(found - listed), sorted(listed - found))
+    assert data, "no data files found: the rooms moved?"
+    assert not data - declared, sorted(str(p.relative_to(ROOT)) for p in data - declared)
