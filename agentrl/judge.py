@@ -211,8 +211,11 @@ def _short_error(error: BaseException) -> str:
     """`Type: first line of the message`, without litellm's provider prefixes and advice."""
     if isinstance(error, TimeoutError):
         return "timed out"
+    name = type(error).__name__
     text = " ".join(str(error).split()).removeprefix("litellm.")
-    return f"{type(error).__name__}: {text[:160]}" if text else type(error).__name__
+    while text.startswith(f"{name}: "):  # litellm repeats the type in its messages
+        text = text[len(name) + 2 :]
+    return f"{name}: {text[:160]}" if text else name
 
 
 def majority(votes: Sequence[float]) -> float:
