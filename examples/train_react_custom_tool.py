@@ -3,9 +3,10 @@
     python examples/train_react_custom_tool.py        # 2 CPU cores, about a minute
 
 What it shows: three steps of RL on the shipped tiny policy, its train reward rising from 0.5 to about 0.6 and
-held-out success from about 0.4 to 0.5 (the last line prints it before and after). The tool is one the tiny policy learned from demonstrations
-(`calculate(expression)`): its prompts carry no tool schemas, so it cannot call a tool it never learned, and a run
-that offers it only such tools is refused (README: "Your own tools"). `AGENTRL_EXAMPLE_STEPS=1` runs one step.
+held-out success from about 0.4 to 0.5 (the last line prints it before and after). The tool is one the tiny policy
+learned from demonstrations (`calculate(expression)`): its prompts carry no tool schemas, so it cannot call a tool
+it never learned, and a run that offers it only such tools is refused (README: "Your own tools").
+`AGENTRL_EXAMPLE_STEPS=1` runs one step.
 
 The tool below is served by the built-in tool server (in-process here; `agentrl serve-tools --tools
 examples.train_react_custom_tool` serves it over HTTP), and the tasks come from a JSONL file. The same run from
