@@ -182,7 +182,7 @@ def build_scaffold(
         from agentrl.scaffolds.agent import AgentScaffold
 
         return AgentScaffold.from_config(config, rollout)
-    tool_specs = list(tools) or [_toolset(spec) for spec in config.tools]
+    tool_specs = [_toolset(t) if isinstance(t, str) else t for t in tools] or [_toolset(s) for s in config.tools]
     if not (tool_specs or tasks is not None or config.tasks or config.system_prompt):
         return load_scaffold(config.scaffold, rollout)
     if config.scaffold != "react":
@@ -267,7 +267,10 @@ def as_task_source(tasks: Any) -> Callable[[str], list[Any]]:
 
 
 def describe(obj: Any) -> str:
-    """How a run's config.toml names a Python object: its import path when it has one, else `<python NAME>`."""
+    """How a run's config.toml names a Python object: its import path when it has one, else `<python NAME>`; a
+    name given as a string is kept."""
+    if isinstance(obj, str):
+        return obj
     module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if module and name and module != "__main__" and "<" not in name:
         return f"{module}:{name}"

@@ -90,3 +90,17 @@ def test_demonstrations_add_their_tools_to_the_record():
     record_trained_tools(config, called_tools([messages]))
     assert getattr(config, TRAINED_TOOLS_KEY)["convert"] == ["source", "value"]
     assert getattr(config, TRAINED_TOOLS_KEY)["calculate"] == ["expression"]  # what it knew stays
+
+
+def test_a_module_named_from_python_is_all_its_tools_and_found_in_the_working_directory(tmp_path, monkeypatch):
+    from agentrl.trainer import Trainer
+
+    (tmp_path / "unitconv_tools.py").write_text(
+        "from agentrl import tool\n\n\n@tool\ndef convert(value: float) -> str:\n"
+        '    """Convert.\n\n    Args:\n        value: The number.\n    """\n    return str(value)\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    tasks = [{"prompt": "How many miles is 3 km?", "answer": "1.86"}]
+    with pytest.raises(ConfigError, match="cannot see the tools convert"):  # imported, listed, and refused
+        Trainer(["trainer.steps=1", f"output_dir={tmp_path / 'runs'}"], tools=["unitconv_tools"], tasks=tasks)
+    assert not (tmp_path / "runs").exists()
