@@ -69,7 +69,8 @@ class RunConfig:
     """Reward names or dotted paths, optionally `name:weight`; empty = each scaffold's defaults."""
     reward_outage_steps: int = 3
     """Stop the run (an infrastructure failure) when a reward failed entirely for this many steps in a row: every
-    request it made failed (an LLM judge whose endpoint is down), so it scored nothing. 0 never stops."""
+    request it made failed (an LLM judge whose endpoint is down), so it scored nothing. 0 never stops (nor does a
+    data-parallel run, whose ranks only warn)."""
     reward_filters: tuple[str, ...] = ()
     """Group filters applied after scoring, in order, by name or dotted path: `dynamic_sampling`, `gra_gate`,
     `prof`, `prof_correct`, `roc` (see `agentrl/rewards/combinators.py`)."""

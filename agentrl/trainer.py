@@ -104,7 +104,8 @@ class Trainer:
         if not self.train_tasks:
             tiers = f" in tiers {list(config.tiers)}" if config.tiers else ""
             raise ConfigError(f"scaffold {config.scaffold!r} has no training tasks{tiers}")
-        self.reward_outages = RewardOutages(config.reward_outage_steps)
+        # ranks see different requests fail: one stopping alone would leave the others in a collective, so warn only
+        self.reward_outages = RewardOutages(0 if self.dp.enabled else config.reward_outage_steps)
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
         self.context_window = context_window(self.model)
         self.learner = Learner(

@@ -101,7 +101,10 @@ class ForcedCall:
         if state is None:  # ids the program never allowed (cannot happen under this forbid): leave them be
             return frozenset()
         if state not in self._forbidden:
-            self._forbidden[state] = self.vocabulary.all_ids - self._allowed(state)
+            allowed = self._allowed(state)
+            # no token continues the call (a vocabulary whose texts the walk cannot read): sample it unconstrained,
+            # and `checked_call` judges what comes out, rather than forbid every token
+            self._forbidden[state] = self.vocabulary.all_ids - allowed if allowed else frozenset()
         return self._forbidden[state]
 
     def _state(self, ids: Sequence[int]) -> Any:
