@@ -93,6 +93,7 @@ def test_demonstrations_add_their_tools_to_the_record():
 
 
 def test_a_module_named_from_python_is_all_its_tools_and_found_in_the_working_directory(tmp_path, monkeypatch):
+    from agentrl.config import run_config
     from agentrl.trainer import Trainer
 
     (tmp_path / "unitconv_tools.py").write_text(
@@ -104,3 +105,4 @@ def test_a_module_named_from_python_is_all_its_tools_and_found_in_the_working_di
     with pytest.raises(ConfigError, match="cannot see the tools convert"):  # imported, listed, and refused
         Trainer(["trainer.steps=1", f"output_dir={tmp_path / 'runs'}"], tools=["unitconv_tools"], tasks=tasks)
     assert not (tmp_path / "runs").exists()
+    assert run_config(None, tools=["unitconv_tools"]).tools == ("unitconv_tools",)  # config.toml names it so
