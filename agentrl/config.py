@@ -39,6 +39,7 @@ __all__ = [
     "field_docs",
     "from_dict",
     "load_config",
+    "absolute_paths",
     "run_config",
     "to_dict",
 ]
@@ -62,9 +63,14 @@ class RunConfig:
     """Train and evaluate only on tasks whose `metadata["tier"]` is one of these (`easy`, `medium`, `hard` in
     the bundled swe, terminal and gui scaffolds); empty keeps every task."""
     system_prompt: str | None = None
-    """System prompt for the `react` scaffold (default: a short generic one)."""
+    """System prompt for the `react` scaffold (default: "Use the tools. Reply with only the final answer.", the one
+    the shipped tiny policies learned with)."""
     rewards: tuple[str, ...] = ()
     """Reward names or dotted paths, optionally `name:weight`; empty = each scaffold's defaults."""
+    reward_outage_steps: int = 3
+    """Stop the run (an infrastructure failure) when a reward failed entirely for this many steps in a row: every
+    request it made failed (an LLM judge whose endpoint is down), so it scored nothing. 0 never stops (nor does a
+    data-parallel run, whose ranks only warn)."""
     reward_filters: tuple[str, ...] = ()
     """Group filters applied after scoring, in order, by name or dotted path: `dynamic_sampling`, `gra_gate`,
     `prof`, `prof_correct`, `roc` (see `agentrl/rewards/combinators.py`)."""
@@ -158,4 +164,32 @@ def run_config(
         named["tasks"] = replace(config.tasks, path=str(tasks))
     if rewards:
         named["rewards"] = tuple(describe(r[0] if isinstance(r, tuple) else r) for r in rewards)
-    return replace(config, **named) if named else config
+    return absolute_paths(replace(config, **named) if named else config)
+
+
+def absolute_paths(config: RunConfig) -> RunConfig:
+    """`config` with the local files it names (tasks, a checkpoint, a chat template, the sandbox root) made
+    absolute, so that its config.toml resumes the run from any working directory. Names that are not local paths
+    (hub ids, `tiny`) stay as they are."""
+
+    def absolute(value: str | None) -> str | None:
+        if not value or not Path(value).expanduser().exists():
+            return value
+        return str(Path(value).expanduser().resolve())
+
+    policy = config.policy
+    if policy.model not in _shipped_models():
+        policy = replace(policy, model=absolute(policy.model))
+    sandbox = config.tool_server.sandbox
+    return replace(
+        config,
+        tasks=replace(config.tasks, path=absolute(config.tasks.path)),
+        policy=replace(policy, chat_template=absolute(policy.chat_template)),
+        tool_server=replace(config.tool_server, sandbox=replace(sandbox, root_dir=absolute(sandbox.root_dir))),
+    )
+
+
+def _shipped_models() -> tuple[str, ...]:
+    from agentrl.tiny import SHIPPED
+
+    return tuple(SHIPPED)

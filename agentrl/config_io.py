@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import functools
 import inspect
 import tomllib
@@ -24,14 +25,24 @@ def load_dataclass(cls: type, path: str | Path | None = None, overrides: list[st
     """`cls` from its defaults, then an optional TOML file, then `key.sub=value` overrides, in that order."""
     data: dict[str, Any] = {}
     if path is not None:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = _read_toml(Path(path))
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError(f"override {item!r} is not of the form key=value")
         _set_dotted(data, key.strip(), _parse_value(raw.strip()), cls)
     return from_dict(cls, data)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's tables; a file that is not TOML is a `ConfigError` naming the file and the line."""
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML (not UTF-8 text: {e.reason})") from None
 
 
 def from_dict(cls: type, data: dict[str, Any], prefix: str = ""):
@@ -41,6 +52,9 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = ""):
     unknown = set(data) - names
     if unknown:
         key = sorted(unknown)[0]
+        near = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.6)
+        if near:
+            raise ConfigError(f"unknown config key {prefix + key!r}; did you mean {prefix + near[0]!r}?")
         raise ConfigError(f"unknown config key {prefix + key!r}; known: {', '.join(sorted(names))}")
     kwargs = {}
     for name, value in data.items():

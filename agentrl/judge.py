@@ -63,6 +63,8 @@ class JudgeStats:
     """Items for which no vote survived (the reward abstained)."""
     seconds: float = 0.0
     """Wall time spent waiting for the judge model."""
+    last_error: str = ""
+    """What the latest failed request raised (the trainer names it when a whole step's requests failed)."""
 
 
 class Judge:
@@ -136,7 +138,7 @@ class Judge:
         if messages is None:
             return None
         self.stats.items += 1
-        key = json.dumps([self._endpoint(), self.votes, self.temperature, messages], sort_keys=True)
+        key = json.dumps([self.endpoint(), self.votes, self.temperature, messages], sort_keys=True)
         if self.cache_enabled and key in self._cache:
             self.stats.cache_hits += 1
             return self._cache[key]
@@ -157,7 +159,9 @@ class Judge:
             self._cache[key] = score
         return score
 
-    def _endpoint(self) -> tuple[str, str | None, str | None]:
+    def endpoint(self) -> tuple[str, str | None, str | None]:
+        """(litellm model name, base URL, API key), from the constructor or the environment; a judge without a
+        model is a `ConfigError`."""
         model = self.model or os.environ.get("AGENTRL_JUDGE_MODEL")
         base_url = self.base_url or os.environ.get("AGENTRL_JUDGE_BASE_URL")
         api_key = self.api_key or os.environ.get("AGENTRL_JUDGE_API_KEY")
@@ -174,7 +178,7 @@ class Judge:
         from agentrl.policy.chat_policy import import_litellm
 
         litellm = import_litellm()
-        model, base_url, api_key = self._endpoint()
+        model, base_url, api_key = self.endpoint()
         loop = asyncio.get_running_loop()
         if self._semaphore is None or self._semaphore[0] is not loop:
             self._semaphore = (loop, asyncio.Semaphore(self.concurrency))
@@ -195,11 +199,23 @@ class Judge:
                     self.timeout_s,
                 )
                 return response.choices[0].message.content or ""
-            except Exception:  # any judge failure is a lost vote, never an exception across the rollout loop
+            except Exception as e:  # any judge failure is a lost vote, never an exception across the rollout loop
                 self.stats.failures += 1
+                self.stats.last_error = _short_error(e)
                 return None
             finally:
                 self.stats.seconds += loop.time() - started
+
+
+def _short_error(error: BaseException) -> str:
+    """`Type: first line of the message`, without litellm's provider prefixes and advice."""
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    name = type(error).__name__
+    text = " ".join(str(error).split()).removeprefix("litellm.")
+    while text.startswith(f"{name}: "):  # litellm repeats the type in its messages
+        text = text[len(name) + 2 :]
+    return f"{name}: {text[:160]}" if text else name
 
 
 def majority(votes: Sequence[float]) -> float:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import importlib
+import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,15 +92,18 @@ def import_path(path: str) -> Any:
         module, _, attr = path.partition(":")
     else:
         try:
-            return importlib.import_module(path)
+            return _import_module(path)
         except ModuleNotFoundError as e:
             if e.name != path:  # the module exists, but something it imports does not
                 raise ConfigError(f"cannot import {path!r}: {e}") from e
         module, _, attr = path.rpartition(".")
     if not module or not attr:
-        raise ConfigError(f"{path!r} is not an import path (expected package.module:name)")
+        raise ConfigError(
+            f"cannot import {path!r}: no module of that name in the working directory ({os.getcwd()}) or on the "
+            "Python path (expected a module, package.module or package.module:name)"
+        )
     try:
-        obj = importlib.import_module(module)
+        obj = _import_module(module)
     except ImportError as e:
         raise ConfigError(f"cannot import {module!r} (from {path!r}): {e}") from e
     for part in attr.split("."):
@@ -107,6 +112,21 @@ def import_path(path: str) -> Any:
         except AttributeError:
             raise ConfigError(f"{module!r} has no attribute {part!r} (from {path!r})") from None
     return obj
+
+
+def _import_module(name: str) -> Any:
+    """`importlib.import_module`, finding user modules in the working directory as `python -m` does: a module
+    found nowhere else is looked for there (appended to `sys.path`, so it never shadows an installed package)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        cwd = os.getcwd()
+        top = name.partition(".")[0]
+        if e.name not in (name, top) or cwd in sys.path or "" in sys.path:
+            raise
+        sys.path.append(cwd)
+        importlib.invalidate_caches()
+        return importlib.import_module(name)
 
 
 def resolve(kind: str, name: str) -> Any:
@@ -162,7 +182,7 @@ def build_scaffold(
         from agentrl.scaffolds.agent import AgentScaffold
 
         return AgentScaffold.from_config(config, rollout)
-    tool_specs = list(tools) or [_toolset(spec) for spec in config.tools]
+    tool_specs = [_toolset(t) if isinstance(t, str) else t for t in tools] or [_toolset(s) for s in config.tools]
     if not (tool_specs or tasks is not None or config.tasks or config.system_prompt):
         return load_scaffold(config.scaffold, rollout)
     if config.scaffold != "react":
@@ -247,7 +267,10 @@ def as_task_source(tasks: Any) -> Callable[[str], list[Any]]:
 
 
 def describe(obj: Any) -> str:
-    """How a run's config.toml names a Python object: its import path when it has one, else `<python NAME>`."""
+    """How a run's config.toml names a Python object: its import path when it has one, else `<python NAME>`; a
+    name given as a string is kept."""
+    if isinstance(obj, str):
+        return obj
     module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if module and name and module != "__main__" and "<" not in name:
         return f"{module}:{name}"

@@ -23,8 +23,9 @@ trajectories concurrently), so each component's cost is its own: the trainer log
 `reward_cost/<name>/policy_forwards` and the per-step increase of the reward's `stats` counters.
 
 The bookkeeping around scoring lives here too: `component_metrics` (the mean of every component and
-measurement), `reward_counters` (the cumulative counters of rewards that keep `stats`) and `apply_filters` (the
-group filters of `reward_filters=[...]`, such as those in `agentrl.rewards.combinators`, with what each removed).
+measurement), `RewardOutages` (a reward whose every request failed for a step is an infrastructure failure: a
+warning, and the run stops after `reward_outage_steps` such steps in a row) and `apply_filters` (the group filters
+of `reward_filters=[...]`, such as those in `agentrl.rewards.combinators`, with what each removed).
 
 Anything with an `as_reward()` method (an `agentrl.judge.Judge`, say) can stand wherever a reward can.
 """
@@ -271,10 +272,43 @@ def component_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     return out
 
 
-def reward_counters(rewards: Sequence[Reward]) -> dict[str, float]:
-    """Cumulative counters of rewards that keep `stats` (judges: requests, failures, abstentions; local PRMs:
-    forward passes), as `score/<reward>/<counter>`."""
-    return {f"score/{r.name}/{k}": v for r in rewards for k, v in _reward_stats(r).items()}
+class RewardOutages:
+    """Rewards that failed for a whole step: every request they made failed (a judge whose endpoint is down), so
+    every trajectory they scored abstained. That is an infrastructure failure, not a verdict: `check` names it in a
+    warning line (and the step's `reward/failed` counts the rewards that failed), and raises `InfraError` once
+    one reward has failed `limit` steps in a row (0: never)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.streaks: dict[str, int] = {}
+
+    def check(self, rewards: Sequence[Reward], costs: dict[str, float], step: int) -> str | None:
+        """The warning for this step's outages (None when there is none); `costs` gains `reward/failed`."""
+        failed = [r for r in rewards if _failed_entirely(r.name, costs)]
+        costs["reward/failed"] = float(len(failed))
+        self.streaks = {r.name: self.streaks.get(r.name, 0) + 1 for r in failed}
+        if not failed:
+            return None
+        parts = []
+        for r in failed:
+            requests = int(costs[f"reward_cost/{r.name}/requests"])
+            error = getattr(getattr(getattr(r.fn, "__self__", None), "stats", None), "last_error", "") or "no reply"
+            parts.append(f"{r.name} scored nothing: {requests} of {requests} requests failed ({error})")
+        worst = max(self.streaks.values())
+        if self.limit and worst >= self.limit:
+            from agentrl.errors import InfraError
+
+            raise InfraError(
+                f"reward {'; '.join(parts)}, {worst} steps in a row (reward_outage_steps={self.limit}); check the "
+                "reward's endpoint"
+            )
+        stops = f"the run stops after {self.limit} such steps in a row" if self.limit else "the run goes on"
+        return f"warning: step {step}: reward {'; '.join(parts)}; {stops} (reward_outage_steps)"
+
+
+def _failed_entirely(name: str, costs: dict[str, float]) -> bool:
+    requests = costs.get(f"reward_cost/{name}/requests", 0.0)
+    return requests > 0 and costs.get(f"reward_cost/{name}/failures", 0.0) >= requests
 
 
 def apply_filters(

@@ -20,7 +20,6 @@ fails with one line that says how to fetch it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -94,14 +93,17 @@ def load_task_file(source: TaskSourceConfig | str | Path) -> list[Task]:
     train, test = _split_names(config, tables)
     single = len(tables) == 1
     stem = _stem(config.path)
+    lines = _json_lines(Path(config.path)) if single else None
     tasks: list[Task] = []
     for name, rows in tables.items():
         if not single and name not in (train, test):
             continue
         columns = _columns(config, _column_names(rows))
         prefix = stem if single else f"{stem}/{name}"
+        numbered = lines is not None and len(lines) == len(rows)  # a row of a JSON-lines file is named by its line
         for i, row in enumerate(rows):
-            task = _task(row, columns, where=f"{config.path}: row {i}", default_id=f"{prefix}/{i}")
+            where = f"{config.path}:{lines[i]}" if numbered else f"{config.path}: row {i}"
+            task = _task(row, columns, where=where, default_id=f"{prefix}/{i}")
             split = str(row.get(columns["split"]) or name) if columns["split"] else name
             tasks.append(replace(task, split="train" if split == train else "test" if split == test else split))
     if not tasks:
@@ -154,7 +156,9 @@ def _tables(config: TaskSourceConfig) -> dict[str, Any]:
     recording = path / "sessions.jsonl" if path.is_dir() else path
     if recording.name == "sessions.jsonl" and recording.is_file():
         _no_config(config, "a gateway recording")
-        return {"train": _recorded_rows(recording)}
+        from agentrl.serve.recorded import recorded_openings
+
+        return {"train": recorded_openings(recording)}
     if path.is_dir() and ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
         _no_config(config, "a directory written by save_to_disk")
         loaded = _read(config, datasets.load_from_disk, str(path))
@@ -164,6 +168,7 @@ def _tables(config: TaskSourceConfig) -> dict[str, Any]:
         _no_config(config, "a file")
         if not path.stat().st_size:
             raise InputError(f"{config.path} holds no tasks (the file is empty)")
+        _json_lines(path)  # a malformed line is named by its number before `datasets` reads the file
         loaded = _read(config, datasets.load_dataset, _builder(path), data_files=str(path))
     elif _HUB_ID.fullmatch(config.path) and _builder_suffix(path) not in _FORMATS:
         loaded = _hub_dataset(config)
@@ -173,12 +178,54 @@ def _tables(config: TaskSourceConfig) -> dict[str, Any]:
 
 
 def _read(config: TaskSourceConfig, load: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    import logging
+
+    from datasets.exceptions import DatasetGenerationError
+
+    quiet = logging.getLogger("datasets")
+    level, quiet.level = quiet.level, logging.CRITICAL  # its own report of a failed read would be a second line
     try:
         return load(*args, **kwargs)
     except AgentRLError:
         raise
     except (OSError, ValueError, IndexError, StopIteration) as e:  # how `datasets` meets empty or odd data
         raise InputError(f"cannot read tasks from {config.path}: {one_line(e)}") from e
+    except DatasetGenerationError as e:  # what went wrong is its cause (a parser's error)
+        raise InputError(f"cannot read tasks from {config.path}: {one_line(e.__cause__ or e)}") from e
+    finally:
+        quiet.level = level
+
+
+def _json_lines(path: Path) -> list[int] | None:
+    """For a JSON-lines file (`.jsonl`, or `.json` holding one object per line): the number of each line that
+    holds a row, after checking that each is a JSON object (an `InputError` names the first that is not, as
+    `file:line`); None for other files."""
+    suffix = "".join(path.suffixes[-1:]).lower()
+    if suffix not in (".jsonl", ".json") or not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if suffix == ".json":
+        try:
+            json.loads(text)
+            return None  # one JSON document (a list of rows): `datasets` reads it
+        except json.JSONDecodeError as e:
+            if e.msg != "Extra data":
+                raise InputError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
+    numbers = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{number}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}:{number}: a row must be a JSON object, not {type(row).__name__}") from None
+        numbers.append(number)
+    return numbers
 
 
 def _hub_dataset(config: TaskSourceConfig) -> Any:
@@ -229,32 +276,6 @@ def _no_config(config: TaskSourceConfig, kind: str) -> None:
 def _stem(path: str) -> str:
     name = Path(path.rstrip("/")).name
     return name.split(".")[0] if Path(path).is_file() else name
-
-
-def _recorded_rows(path: Path) -> list[dict[str, Any]]:
-    """One row per distinct opening of the recorded episodes whose history no client rewrote."""
-    from agentrl.serve.messages import canonical
-    from agentrl.serve.recorded import load_recorded
-
-    rows: dict[str, dict[str, Any]] = {}
-    for episode in load_recorded(path):
-        if any(m["kind"] == "history" for m in episode["mismatches"]):
-            continue  # its "opening" is a rewritten conversation, not what a client asked
-        trajectory = episode["trajectory"]
-        opening = _first_request(trajectory["messages"], len(trajectory["turns"]))
-        key = hashlib.sha1(json.dumps([canonical(m) for m in opening]).encode()).hexdigest()[:12]
-        row = rows.setdefault(key, {"id": f"gateway/{key}", "messages": opening, "recorded_group": episode["group"]})
-        row["recorded_episodes"] = row.get("recorded_episodes", 0) + 1
-    return list(rows.values())
-
-
-def _first_request(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
-    """The messages of an episode's first request: everything before the first of the `turns` assistant replies
-    the gateway recorded (each turn added one; earlier assistant messages are the client's few-shot turns)."""
-    replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    if turns < 1 or len(replies) < turns:
-        return list(messages)
-    return list(messages[: replies[len(replies) - turns]])
 
 
 # --- rows into tasks ------------------------------------------------------------------------------------------

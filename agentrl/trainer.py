@@ -36,7 +36,7 @@ from agentrl.doctor.preflight import check_train
 from agentrl.errors import ConfigError
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
 from agentrl.registry import build_rewards, build_rollouts, build_scaffold
-from agentrl.reward import apply_filters, component_metrics, reward_counters
+from agentrl.reward import RewardOutages, apply_filters, component_metrics
 from agentrl.rollout.partial import PartialRollouts
 from agentrl.runlog.background import run_awaitable, run_blocking
 from agentrl.runlog.metrics import MetricsLogger
@@ -93,7 +93,8 @@ class Trainer:
         torch.manual_seed(config.seed)
         parts = {"scaffold": scaffold, "tools": tools, "tasks": tasks}
         self.scaffold = build_scaffold(config, config.rollout, **parts)
-        check_train(config, self.scaffold)  # what the run needs (sandbox, browser, servers), before the model loads
+        self.rewards = build_rewards(config.rewards or self.scaffold.reward_names(), rewards)
+        check_train(config, self.scaffold, self.rewards)  # sandbox, servers, judges: before the model loads
         check_trainer_config(config.trainer)  # a loss that cannot act is refused before the model loads
         require_chat_format(config.policy)  # the model's template, tool format and end of turn, before its weights
         eval_rollout = dataclasses.replace(config.rollout, temperature=config.eval.temperature)
@@ -103,7 +104,8 @@ class Trainer:
         if not self.train_tasks:
             tiers = f" in tiers {list(config.tiers)}" if config.tiers else ""
             raise ConfigError(f"scaffold {config.scaffold!r} has no training tasks{tiers}")
-        self.rewards = build_rewards(config.rewards or self.scaffold.reward_names(), rewards)
+        # ranks see different requests fail: one stopping alone would leave the others in a collective, so warn only
+        self.reward_outages = RewardOutages(0 if self.dp.enabled else config.reward_outage_steps)
         self.model, self.tokenizer = load_model_and_tokenizer(config.policy)
         self.context_window = context_window(self.model)
         self.learner = Learner(
@@ -204,6 +206,9 @@ class Trainer:
         t0 = time.monotonic()
         groups, collect_stats = self.collect(step, progress.rollouts)
         groups = self.filter(self.gather(self.score(groups), step))
+        outage = self.reward_outages.check([r for r, _ in self.rewards.components], self.score_stats, step)
+        if outage is not None:  # a reward whose every request failed: said now, and the run stops if it persists
+            progress.log(outage)
         samples, credit_stats = self.credit(groups)
         if hasattr(self.policy, "release_memory"):  # a colocated engine sleeps while the learner updates
             self.policy.release_memory()
@@ -280,7 +285,6 @@ class Trainer:
             "time/score_s": time.monotonic() - t0,
             **reward_costs,
             **component_metrics(scored),
-            **reward_counters([r for r, _ in self.rewards.components]),
         }
         if probes is not None:
             self.score_stats["score/policy_forwards"] = float(probes.forwards - forwards_before)

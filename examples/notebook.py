@@ -1,6 +1,12 @@
 # python examples/notebook.py        # 2 CPU cores, about a minute; or open it as a notebook (its cells are `# %%`)
 """Train from a notebook: the tool, the tasks and the reward are Python objects, not import paths.
 
+What it shows: three steps of RL on the shipped tiny policy, whose train reward climbs from about 0.4 to 0.7 and
+held-out success from about 0.5 to 0.6 (the last line prints the held-out success before and after). The tiny
+policy knows a `calculate(expression)` tool from its demonstrations (its prompts carry no tool schemas), so the
+tool below is one it can call; a tool it never learned would be refused before the run starts (README: "Your own
+tools"). `AGENTRL_EXAMPLE_STEPS=1` runs one step (what CI runs).
+
 In Jupyter, `trainer.run()` works as in a script (the run goes on in a thread of its own while the cell waits;
 interrupting the kernel stops it after the current step, checkpointed), and `await trainer.arun()` leaves the
 notebook's event loop free. Resume a stopped run with `Trainer.from_run_dir(run_dir, tools=[…], tasks=…,
@@ -9,6 +15,8 @@ rewards=[…])`: objects are not saved in the run's config.toml.
 
 # %%
 import asyncio
+import json
+import os
 import tempfile
 
 from agentrl import tool
@@ -41,13 +49,16 @@ tasks = [
 ]
 
 # %%
+steps = int(os.environ.get("AGENTRL_EXAMPLE_STEPS", "3"))
 trainer = Trainer(
-    ["trainer.steps=3", "rollout.prompts_per_step=4", "eval.max_tasks=8", f"output_dir={tempfile.mkdtemp()}"],
+    [f"trainer.steps={steps}", "rollout.prompts_per_step=4", "eval.max_tasks=8", f"output_dir={tempfile.mkdtemp()}"],
     tools=[calculate],
     tasks=tasks,
     rewards=[correct],
 )
 
 # %%  in a notebook cell: `await trainer.arun()`
-last = asyncio.run(trainer.arun())
-print(f"run directory: {trainer.run_dir}; held-out success {last.get('eval/success')}")
+asyncio.run(trainer.arun())
+metrics = [json.loads(line) for line in (trainer.run_dir / "metrics.jsonl").read_text().splitlines()]
+heldout = [m["eval/success"] for m in metrics if "eval/success" in m]
+print(f"run directory: {trainer.run_dir}; held-out success {heldout[0]:.2f} → {heldout[-1]:.2f}")

@@ -5,12 +5,17 @@
 final answer. The `agent` scaffold gives it an `AsyncOpenAI` client served by the very policy being trained (in
 this process, no port), records every call token-exact through the gateway, and trains on the recorded episodes
 every step, sampled with the current weights. The reward is the exact match of the returned answer with the
-task's. The same run from the command line, with a task file:
+task's. The same run from the command line, with a task file, in the repository's root:
 
-    PYTHONPATH=. agentrl train scaffold=agent agent=examples.train_openai_agent:agent tasks=tasks.jsonl
+    agentrl train scaffold=agent agent=examples.train_openai_agent:agent tasks=tasks.jsonl
+
+What it shows: three steps of online RL on the shipped tiny policy (it learned the `calculate` tool and the system
+prompt below from demonstrations), its train reward between about 0.5 and 0.6 and held-out success rising from
+about 0.4 to 0.5 (the last line prints it). `AGENTRL_EXAMPLE_STEPS=1` runs one step.
 """
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -75,7 +80,7 @@ def main() -> None:
     config = load_config(
         None,
         [
-            "trainer.steps=3",
+            f"trainer.steps={os.environ.get('AGENTRL_EXAMPLE_STEPS', '3')}",
             "rollout.prompts_per_step=4",
             "rollout.samples_per_prompt=4",
             "eval.max_tasks=8",
@@ -84,7 +89,9 @@ def main() -> None:
         ],
     )
     Trainer(config, work / "run", scaffold=AgentScaffold(agent=agent, tasks=work / "tasks.jsonl")).run()
-    print(f"run directory: {work / 'run'}")
+    metrics = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
+    heldout = [m["eval/success"] for m in metrics if "eval/success" in m]
+    print(f"run directory: {work / 'run'}; held-out success {heldout[0]:.2f} → {heldout[-1]:.2f}")
 
 
 if __name__ == "__main__":

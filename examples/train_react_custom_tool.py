@@ -2,14 +2,21 @@
 
     python examples/train_react_custom_tool.py        # 2 CPU cores, about a minute
 
-The tool below is served by the built-in tool server (in-process here; `agentrl serve-tools --tools
-examples.train_react_custom_tool` serves it over HTTP), and the tasks come from a JSONL file. The same run
-from the command line:
+What it shows: three steps of RL on the shipped tiny policy, its train reward rising from 0.5 to about 0.6 and
+held-out success from about 0.4 to 0.5 (the last line prints it before and after). The tool is one the tiny policy
+learned from demonstrations (`calculate(expression)`): its prompts carry no tool schemas, so it cannot call a tool
+it never learned, and a run that offers it only such tools is refused (README: "Your own tools").
+`AGENTRL_EXAMPLE_STEPS=1` runs one step.
 
-    PYTHONPATH=. agentrl train scaffold=react tools=examples.train_react_custom_tool:calculate tasks=tasks.jsonl
+The tool below is served by the built-in tool server (in-process here; `agentrl serve-tools --tools
+examples.train_react_custom_tool` serves it over HTTP), and the tasks come from a JSONL file. The same run from
+the command line, in the repository's root (a module of the working directory imports as `python -m` would):
+
+    agentrl train scaffold=react tools=examples.train_react_custom_tool tasks=tasks.jsonl
 """
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -44,8 +51,7 @@ def main() -> None:
             "scaffold=react",
             f"tools={__name__}:calculate",
             f"tasks={work / 'tasks.jsonl'}",
-            "system_prompt=Use the tools. Reply with only the final answer.",
-            "trainer.steps=3",
+            f"trainer.steps={os.environ.get('AGENTRL_EXAMPLE_STEPS', '3')}",
             "rollout.prompts_per_step=4",
             "rollout.samples_per_prompt=4",
             "eval.max_tasks=8",
@@ -54,7 +60,9 @@ def main() -> None:
         ],
     )
     Trainer(config, work / "run").run()
-    print(f"run directory: {work / 'run'}")
+    metrics = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
+    heldout = [m["eval/success"] for m in metrics if "eval/success" in m]
+    print(f"run directory: {work / 'run'}; held-out success {heldout[0]:.2f} → {heldout[-1]:.2f}")
 
 
 if __name__ == "__main__":

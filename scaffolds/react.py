@@ -25,7 +25,9 @@ from agentrl.rollout.chat import ChatFormat, ParsedTurn
 from agentrl.tool import collect_tools
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
 
-DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools when they help. Reply with only the final answer."
+DEFAULT_SYSTEM_PROMPT = "Use the tools. Reply with only the final answer."
+"""The prompt the bundled scaffolds use, so the one the shipped tiny policies learned with: the generic scaffold
+works with them as it is (they answer another prompt far worse)."""
 
 
 class _EpisodeEnd(Exception):

@@ -23,7 +23,12 @@ def eval_command(
     tasks: Annotated[
         str | None, typer.Option(help="Tasks (file, directory, dataset id, recording) instead of bundled ones.")
     ] = None,
-    output: Annotated[Path | None, typer.Option(help="Results JSONL (reruns resume from it).")] = None,
+    output: Annotated[
+        Path | None, typer.Option(help="Results JSONL (reruns with the same settings resume it).")
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Start the results file over (its results had other settings).")
+    ] = False,
 ) -> None:
     """Evaluate a scaffold against an OpenAI-compatible endpoint or a local checkpoint: pass@k, turns, tokens,
     infrastructure failures (exit code 1 when every episode was one)."""
@@ -35,6 +40,7 @@ def eval_command(
     extra += [f"api_key={api_key}"] if api_key else []
     extra += [f"tasks={tasks}"] if tasks else []
     extra += [f"output={output}"] if output else []
+    extra += ["overwrite=true"] if overwrite else []
     outcome = run_eval(load_config(None, extra, cls=EvalRunConfig))
     typer.echo(outcome.text)
     typer.echo("wrote " + ", ".join(str(p) for p in outcome.written))

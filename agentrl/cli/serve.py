@@ -33,6 +33,15 @@ def serve_tools(
             "per --mcp.",
         ),
     ] = None,
+    mcp_sessions: Annotated[
+        str,
+        typer.Option(
+            "--mcp-sessions",
+            help="How sessions reach each --mcp server: `per_session` (a process or MCP session each: isolated state), "
+            "`shared` (one for all: stateless tools, no start-up per session) or `auto` (shared when the server "
+            "annotates every tool read-only).",
+        ),
+    ] = "auto",
     host: Annotated[str, typer.Option(help="Bind address (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (the first one with --replicas).")] = 8000,
     token: Annotated[
@@ -84,18 +93,20 @@ def serve_tools(
         )
         return
     specs: list[object] = [TOOLSETS.get(t.strip(), t.strip()) for t in (tools or "").split(",") if t.strip()]
-    specs += _mcp_toolsets(mcp or [], mcp_prefix)
+    specs += _mcp_toolsets(mcp or [], mcp_prefix, mcp_sessions)
     serve(specs, host=host, port=port, token=token, config=server_config)
 
 
-def _mcp_toolsets(servers: list[str], prefixes: list[str] | None) -> list[type]:
+def _mcp_toolsets(servers: list[str], prefixes: list[str] | None, sessions: str = "auto") -> list[type]:
     from agentrl.errors import ConfigError
     from agentrl.toolserver.mcp_toolset import mcp_toolset
 
     if prefixes is not None and len(prefixes) != len(servers):
         raise ConfigError(f"give one --mcp-prefix per --mcp ('' for none): {len(prefixes)} for {len(servers)}")
     prefixes = prefixes if prefixes is not None else [""] * len(servers)
-    return [mcp_toolset(server, prefix=prefix) for server, prefix in zip(servers, prefixes, strict=True)]
+    return [
+        mcp_toolset(server, prefix=prefix, sessions=sessions) for server, prefix in zip(servers, prefixes, strict=True)
+    ]
 
 
 def _serve_tool_replicas(
@@ -170,8 +181,10 @@ def serve(
     Chat streams token by token (`stream: true`), reports `top_logprobs` and enforces `tool_choice`
     (docs/model_server.md). Weight updates from a trainer (`/admin/weights`) are off unless --weights-token is set.
     """
+    from agentrl.policy.loading import resolve_model_path
     from agentrl.serve.app import serve_model
 
+    resolve_model_path(model)  # a checkpoint that is not there fails before the server says it is serving it
     recording = " (recording sessions)" if record or record_dir else ""
     updates = "on" if weights_token and weight_updates else "off"
     typer.echo(f"serving {model} on http://{host}:{port}/v1{recording}; weight updates {updates}")

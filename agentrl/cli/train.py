@@ -135,6 +135,7 @@ def sft(
     import torch
 
     from agentrl.config import PolicyConfig
+    from agentrl.doctor.tool_visibility import called_tools, record_trained_tools
     from agentrl.policy import load_model_and_tokenizer
     from agentrl.train.sft import SFTSettings, read_conversations, run_sft
 
@@ -142,6 +143,8 @@ def sft(
     model_obj, tokenizer = load_model_and_tokenizer(PolicyConfig(model=model))
     settings = SFTSettings(epochs=epochs, lr=lr, use_cpu=not torch.cuda.is_available())
     metrics = run_sft(model_obj, tokenizer, conversations, output_dir=str(output), settings=settings)
+    # a template that renders no tool schemas leaves the model the tools it learned: say which, for later runs
+    record_trained_tools(model_obj.config, called_tools(c["messages"] for c in conversations))
     model_obj.save_pretrained(output)
     tokenizer.save_pretrained(output)
     from agentrl.train.model_card import write_model_card

@@ -8,18 +8,23 @@ stops on a failure with the table (`require_chat_format`).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from agentrl.doctor.chat_checks import chat_checks
+from agentrl.doctor.tool_visibility import FIX, OVERRIDE, policy_chat, tool_visibility
 from agentrl.doctor.verdicts import Verdict, failed, table
 from agentrl.errors import ConfigError
 from agentrl.policy.config import PolicyConfig
 
 
-def doctor(config: PolicyConfig, *, fast: bool = False) -> list[Verdict]:
-    """The verdicts of every check of `config.model` under `config`'s chat settings."""
-    tokenizer, settings = _tokenizer_and_settings(config)
+def doctor(config: PolicyConfig, *, fast: bool = False, tools: Sequence[dict[str, Any]] = ()) -> list[Verdict]:
+    """The verdicts of every check of `config.model` under `config`'s chat settings; `tools` (OpenAI function-tool
+    schemas) are the tools a run would offer it, checked for whether it can see them."""
+    tokenizer, settings = tokenizer_and_settings(config)
     verdicts = chat_checks(tokenizer, settings)
+    if not failed(verdicts):
+        verdicts.append(tool_schemas_verdict(config, tools))
     if fast or failed(verdicts):
         return verdicts
     from agentrl.doctor.sampler_check import sampler_check
@@ -44,7 +49,7 @@ def require_chat_format(config: PolicyConfig) -> None:
         raise ConfigError(f"{config.model}'s chat format fails `agentrl doctor` ({first.check}: {first.detail}){fix}")
 
 
-def _tokenizer_and_settings(config: PolicyConfig) -> tuple[Any, Any]:
+def tokenizer_and_settings(config: PolicyConfig) -> tuple[Any, Any]:
     from agentrl.policy.backends import chat_settings
     from agentrl.policy.loading import load_tokenizer, resolve_model_path
 
@@ -55,3 +60,22 @@ def _tokenizer_and_settings(config: PolicyConfig) -> tuple[Any, Any]:
             f"could not load the tokenizer of {config.model!r} from a local path, the local hub cache or the hub: {e}"
         ) from e
     return tokenizer, chat_settings(config, tokenizer)
+
+
+def tool_schemas_verdict(config: PolicyConfig, tools: Sequence[dict[str, Any]]) -> Verdict:
+    """Whether the template shows the policy its tools, and else which tools it learned (and of `tools`, which it
+    cannot see)."""
+    seen = tool_visibility(*policy_chat(config), tools)
+    if seen.renders_schemas:
+        return Verdict("visible tools", "ok", "the template renders the tools' schemas into the prompt")
+    if not tools:
+        detail = f"the template renders no tool schemas: the policy {seen.describe_trained()} and calls only those"
+        return Verdict("visible tools", "warn", detail, f"for other tools: {FIX}")
+    if not seen.unseen:
+        detail = f"the template renders no tool schemas; the policy learned these tools ({seen.learned()})"
+        return Verdict("visible tools", "ok", detail)
+    detail = f"the template renders no tool schemas and the policy {seen.describe_trained()}: it cannot see " + (
+        ", ".join(seen.unseen)
+    )
+    status = "fail" if seen.blind else "warn"
+    return Verdict("visible tools", status, detail, f"{FIX} (or train anyway with {OVERRIDE})")

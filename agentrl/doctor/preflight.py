@@ -11,7 +11,11 @@ scaffold's `toolsets()` and check, without loading the model or opening a tool s
 - the tool servers named by `tool_servers`: each answers `GET /health` and accepts the token;
 - the policy backend: vLLM installed for `policy.backend=vllm`, the server at `policy.base_url` answering
   `GET …/models` for `openai`; for `agentrl eval`, the endpoint at `base_url`;
-- the experiment tracker: wandb installed for `logging.wandb=true`.
+- the experiment tracker: wandb installed for `logging.wandb=true`;
+- the LLM judges among the rewards: each has a model, and its endpoint answers `GET …/models` (or, on a hosted
+  provider, its API key is set);
+- that the policy can see the scaffold's tools: a template that renders no tool schemas leaves it the tools it
+  learned (`agentrl/doctor/tool_visibility.py`); seeing none of them is refused, some of them a warning.
 
 A failure raises what the user acts on, with one line saying what is missing and what to do: `DependencyError`
 (install something), `ConfigError` (change a setting), an `InfraError` (a server that did not answer). The local
@@ -34,6 +38,7 @@ import httpx
 from agentrl.errors import (
     ConfigError,
     DependencyError,
+    InfraError,
     SamplerError,
     SandboxError,
     ToolServerError,
@@ -56,8 +61,9 @@ SANDBOX_SETTING = "tool_server.sandbox.backend"
 Probe = Callable[[httpx.AsyncClient], Awaitable[None]]
 
 
-def check_train(config: RunConfig, scaffold: Any) -> None:
-    """Raise the first thing `agentrl train` with `config` lacks (blocking; seconds at most)."""
+def check_train(config: RunConfig, scaffold: Any, rewards: Any = None) -> None:
+    """Raise the first thing `agentrl train` with `config` lacks (blocking; seconds at most); `rewards` (a
+    `RewardStack`) have their judges' endpoints checked."""
     if config.logging.wandb and importlib.util.find_spec("wandb") is None:
         from agentrl.runlog.wandb_sink import INSTALL_HINT
 
@@ -72,7 +78,12 @@ def check_train(config: RunConfig, scaffold: Any) -> None:
     else:
         probes += check_toolsets(config.scaffold, scaffold, config.tool_server.sandbox)
     probes += check_policy(config.policy)
+    probes += check_judges(rewards)
     _run_blocking(_run_probes(probes))
+    if not config.tool_servers:  # the tools served elsewhere are the servers' to list
+        from agentrl.doctor.tool_visibility import check_tool_visibility
+
+        check_tool_visibility(config.policy, scaffold)
 
 
 async def check_eval(config: EvalRunConfig, scaffold: Any) -> None:
@@ -112,6 +123,51 @@ def check_policy(policy: PolicyConfig) -> list[Probe]:
     if not policy.base_url:
         raise ConfigError("policy.backend=openai needs policy.base_url (the server's URL, e.g. http://host:8000/v1)")
     return [functools.partial(_check_endpoint, policy.base_url, policy.api_key, "policy.base_url", "policy.api_key")]
+
+
+def check_judges(rewards: Any) -> list[Probe]:
+    """Every LLM judge of the reward stack has a model (`ConfigError` at once); a judge with a base URL gets a probe
+    of `GET …/models`, one on a hosted provider a check of its API key in the environment (litellm's)."""
+    from agentrl.judge import Judge
+
+    probes: list[Probe] = []
+    for reward, _ in getattr(rewards, "components", ()):
+        judge = getattr(reward.fn, "__self__", None)
+        if not isinstance(judge, Judge):
+            continue
+        model, base_url, api_key = judge.endpoint()
+        if base_url:
+            probes.append(functools.partial(_check_judge_endpoint, judge.name, base_url, api_key))
+            continue
+        from agentrl.policy.chat_policy import import_litellm
+
+        missing = import_litellm().validate_environment(model=model).get("missing_keys") or []
+        if missing:
+            raise ConfigError(
+                f"judge {judge.name} ({model}) needs {', '.join(missing)} in the environment, or a base URL "
+                "(AGENTRL_JUDGE_BASE_URL) of an OpenAI-compatible server"
+            )
+    return probes
+
+
+async def _check_judge_endpoint(name: str, base_url: str, api_key: str | None, client: httpx.AsyncClient) -> None:
+    """The judge's OpenAI-compatible server answers `GET <base_url>/models` (any answer but a refused key)."""
+    url = base_url.rstrip("/") + "/models"
+    try:
+        response = await client.get(url, headers={"Authorization": f"Bearer {api_key or 'none'}"})
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as e:
+        raise ConfigError(f"judge {name}: base URL {base_url!r} is not an http(s) URL ({one_line(e)})") from None
+    except httpx.HTTPError as e:
+        why = f"{type(e).__name__}: {one_line(e)}" if str(e) else type(e).__name__
+        raise InfraError(
+            f"judge {name}'s endpoint {base_url} is not reachable (GET /models: {why}); start it, or fix its base "
+            "URL (AGENTRL_JUDGE_BASE_URL)"
+        ) from None
+    if response.status_code in (401, 403):
+        raise ConfigError(
+            f"judge endpoint {base_url} refused the API key (HTTP {response.status_code} on GET /models): set "
+            "AGENTRL_JUDGE_API_KEY, or the judge's api_key"
+        )
 
 
 # --- what runs in this process ------------------------------------------------------------------------------

@@ -66,7 +66,10 @@ class EvalRunConfig:
     max_retries: int = 4
     """Retries of a request on rate limits (429) and transport errors, with exponential backoff."""
     output: str | None = None
-    """Results JSONL (a rerun skips the (task, sample) pairs it already holds); default under `evals/`."""
+    """Results JSONL (a rerun with the same settings skips the (task, sample) pairs it already holds; one with other
+    settings is refused); default under `evals/`."""
+    overwrite: bool = False
+    """Start the results file over instead of resuming it (needed when its results were made with other settings)."""
     seed: int = 0
     """Seed of the per-episode sampling seeds."""
     device: str = "auto"

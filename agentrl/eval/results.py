@@ -3,6 +3,10 @@
 The file is the resume point: a rerun reads it and skips every (task, sample) already finished. Episodes that
 failed for infrastructure reasons (endpoint down, retries exhausted) are recorded too, for the report, but do not
 count as finished, so a rerun tries them again; the latest record of a (task, sample) wins.
+
+A rerun resumes only results of the same settings: `<results>.settings.json` beside the file holds what decides
+an episode's outcome (model, scaffold, tasks, sampling, turn limits), and `claim` refuses a file whose settings
+differ, naming `--overwrite` (start over) and `--output` (another file).
 """
 
 from __future__ import annotations
@@ -128,6 +132,29 @@ class ResultsStore:
                 latest[(record.task_id, record.sample)] = record
         return list(latest.values())
 
+    @property
+    def settings_path(self) -> Path:
+        return self.path.with_suffix(".settings.json")
+
+    def claim(self, settings: dict[str, Any], *, overwrite: bool = False) -> None:
+        """Make the file hold results of `settings`: resume it when its records were made with the same settings,
+        start it over with `overwrite`, and raise `ConfigError` otherwise (saying how they differ)."""
+        from agentrl.errors import ConfigError
+
+        settings = json.loads(json.dumps(settings))  # as stored: lists, not tuples
+        if overwrite:
+            self.path.write_text("")
+            for stale in (self.path.with_suffix(".summary.json"), self.path.with_suffix(".png")):
+                stale.unlink(missing_ok=True)
+        elif self.load():
+            stored = json.loads(self.settings_path.read_text()) if self.settings_path.is_file() else None
+            if stored != settings:
+                what = "of unrecorded settings" if stored is None else f"of other settings ({_diff(stored, settings)})"
+                raise ConfigError(
+                    f"{self.path} holds results {what}: pass --overwrite to replace them, or --output FILE to keep both"
+                )
+        self.settings_path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
     def finished(self) -> set[tuple[str, int]]:
         return {(r.task_id, r.sample) for r in self.load() if r.finished}
 
@@ -135,3 +162,9 @@ class ResultsStore:
         with self.path.open("a") as f:
             f.write(json.dumps(asdict(record)) + "\n")
             f.flush()
+
+
+def _diff(stored: dict[str, Any], now: dict[str, Any]) -> str:
+    """`temperature 1.0 there, 0.0 now; …` for the settings that differ."""
+    keys = sorted(k for k in {*stored, *now} if stored.get(k) != now.get(k))
+    return "; ".join(f"{k} {json.dumps(stored.get(k))} there, {json.dumps(now.get(k))} now" for k in keys)

@@ -54,13 +54,31 @@ class EvalOutcome:
 
 def transport(config: EvalRunConfig) -> str:
     """`text` or `native` for `config.format` (`auto`: text for the shipped tiny policies and local paths)."""
+    from agentrl.policy.loading import looks_like_path, resolve_model_path
     from agentrl.tiny import SHIPPED
 
-    if config.format in ("text", "native"):
-        return config.format
-    if config.format != "auto":
+    if config.format not in ("auto", "text", "native"):
         raise ConfigError(f"eval format must be auto, text or native, not {config.format!r}")
-    return "text" if config.model in SHIPPED or Path(config.model).exists() else "native"
+    local = config.format == "text" or (config.format == "auto" and config.base_url is None)
+    if local and looks_like_path(config.model):  # a server may name its model by its path; a checkpoint is here
+        resolve_model_path(config.model)  # one that is not fails here, never as a model name sent to an API
+    if config.format != "auto":
+        return config.format
+    return "text" if config.model in SHIPPED or Path(config.model).expanduser().exists() else "native"
+
+
+OUTCOME_SETTINGS = (
+    *("scaffold", "model", "tasks", "split", "tiers", "temperature", "top_p", "max_turns", "max_new_tokens_per_turn"),
+    *("seed", "tool_parser", "chat_template", "enable_thinking"),
+)
+"""What decides an episode's outcome: a results file resumes only under the same. Not the endpoint (a server may
+move), nor how many tasks or samples (a rerun may add some), nor limits of time and concurrency."""
+
+
+def outcome_settings(config: EvalRunConfig, mode: str) -> dict[str, Any]:
+    """The settings a results file records and a rerun must match (the transport as resolved, not `auto`)."""
+    chosen = dataclasses.asdict(config)
+    return {"format": mode, **{key: chosen[key] for key in OUTCOME_SETTINGS}}
 
 
 def results_path(config: EvalRunConfig) -> Path:
@@ -168,6 +186,7 @@ async def evaluate(config: EvalRunConfig) -> EvalOutcome:
     tasks = eval_tasks(config, scaffold)
     rewards = RewardStack.from_specs(scaffold.reward_names())
     store = ResultsStore(results_path(config))
+    store.claim(outcome_settings(config, mode), overwrite=config.overwrite)  # resume only what these settings made
     done = store.finished()
     jobs = [(t, s) for t in tasks for s in range(config.samples_per_task) if (t.id, s) not in done]
     if jobs:  # what the episodes need (sandbox, browser, the endpoint), in seconds, before the policy loads

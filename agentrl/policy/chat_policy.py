@@ -89,6 +89,7 @@ def import_litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
+    litellm.suppress_debug_info = True  # its "Give Feedback / Get Help" banner on every failed request
     return litellm
 
 

@@ -86,6 +86,10 @@ class PolicyConfig:
     """Allow training against samplers that never receive new weights (a server that cannot update, or
     `weight_sync=none`): every step then samples from the initial weights, and the logged sampler–learner
     logprob gap grows."""
+    allow_unseen_tools: bool = False
+    """Train even when the policy can see none of the episode's tools: its chat template renders no tool schemas
+    and it never learned them from demonstrations (the shipped tiny policies know only their bundled tools). Such
+    a policy does not call them, so this needs a system prompt that describes them."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """The in-process vLLM engine (`backend=vllm`)."""
 

@@ -21,8 +21,9 @@ OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
 def resolve_model_path(name: str) -> str:
-    """`tiny` / `tiny-extended` / `tiny-swe` → the shipped checkpoint directory; other names pass through
-    unchanged."""
+    """`tiny` / `tiny-extended` / `tiny-swe` → the shipped checkpoint directory; a local directory or a hub id
+    passes through unchanged. A name that can only be a path (`/…`, `./…`, `~/…`, `a/b/c`) and names no directory
+    is an `InputError` at once, before anything asks the hub about it."""
     from agentrl.tiny import SHIPPED
 
     if name in SHIPPED:
@@ -32,7 +33,17 @@ def resolve_model_path(name: str) -> str:
                 "`python -m agentrl.tiny.build`"
             )
         return str(SHIPPED[name])
-    return name
+    path = Path(name).expanduser()
+    if path.is_file():
+        raise InputError(f"model {name!r} is a file; give the checkpoint's directory (the one holding config.json)")
+    if not path.exists() and looks_like_path(name):
+        raise InputError(f"model {name!r}: no such directory (a local checkpoint, or a hub id such as Org/Model)")
+    return str(path) if path.exists() else name
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether `name` can only be a filesystem path, never a hub id (`Org/Model`)."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or name.endswith("/") or "\\" in name
 
 
 def resolve_device(device: str) -> str:
@@ -179,9 +190,10 @@ def check_architecture(config: PolicyConfig) -> None:
     be read passes (loading the model then says why, with its own advice)."""
     from transformers import AutoConfig
 
+    path = resolve_model_path(config.model)
     try:
         model_config = AutoConfig.from_pretrained(
-            resolve_model_path(config.model), local_files_only=resolve_local_files_only(config.local_files_only)
+            path, local_files_only=resolve_local_files_only(config.local_files_only)
         )
     except (OSError, ValueError):
         return

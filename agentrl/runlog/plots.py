@@ -24,6 +24,9 @@ PLOTS_DIR = "plots"
 DPI = 120
 EVAL_KEY = "eval/success"
 TRAIN_KEYS = {"reward/mean": "reward", "success/mean": "success"}
+TRAIN_STYLES = {"reward/mean": {"linestyle": "-"}, "success/mean": {"linestyle": "--", "marker_face": "none"}}
+"""Reward and success coincide whenever the reward is the success (exact match): one solid, one dashed with hollow
+markers, so the line drawn second never hides the first."""
 
 
 def plot_run(run_dir: str | Path) -> list[Path]:
@@ -64,7 +67,7 @@ def _draw_train(records: list[Record], title: str) -> Figure | None:
         return None
     figure, (ax,) = _figure(ncols=1)
     for key in present:
-        _line(ax, records, key, "step", TRAIN_KEYS[key])
+        _line(ax, records, key, "step", TRAIN_KEYS[key], **TRAIN_STYLES[key])
     _style(ax, "step", "train reward / success")
     figure.suptitle(f"{title}: training rollouts")
     return figure
@@ -101,10 +104,17 @@ def _line(ax: Axes, records: list[Record], key: str, x: str, label: str, **style
         xs, ys = series(records, key, x)
     # Markers keep short runs (a handful of eval points) legible; long curves read better as plain lines.
     marker = "o" if len(xs) <= 30 else None
-    ax.plot(xs, ys, label=label, marker=marker, markersize=3.5, **style)
+    face = style.pop("marker_face", None)
+    if face is not None:
+        style["markerfacecolor"] = face
+    ax.plot(xs, ys, label=label, marker=marker, markersize=3.5 if face is None else 5.0, **style)
 
 
 def _style(ax: Axes, xlabel: str, ylabel: str) -> None:
+    if xlabel == "step":  # steps are whole: no ticks at 0.25 of a step in a short run
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)

@@ -33,6 +33,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ("rollout/tokens_per_s", "tok/s", "{:.0f}"),
 )
 EVAL_KEY = "eval/success"
+FAILED_KEY = "reward/failed"
+"""Rewards that failed entirely this step (every request failed): the line says `reward FAILED`."""
 
 
 class RolloutProgress:
@@ -145,6 +147,8 @@ class TrainProgress:
         parts = [
             f"{label} {fmt.format(float(metrics[key]))}" for key, label, fmt in FIELDS if _is_number(metrics.get(key))
         ]
+        if _is_number(metrics.get(FAILED_KEY)) and metrics[FAILED_KEY]:  # a reward scored nothing: no 0.00 to read
+            parts = ["reward FAILED" if part.startswith("reward ") else part for part in parts]
         # Held-out success is only measured every few steps; the latest known value stays on display.
         if self.eval_success is not None:
             parts.append(f"eval {self.eval_success:.2f}")

@@ -30,6 +30,7 @@ from agentrl.protocols import SamplingParams
 from agentrl.rollout.chat import ChatFormat
 from agentrl.serve.completions import text_completions
 from agentrl.serve.forbidden_text import ForbiddenText
+from agentrl.serve.forced_call import ForcedCalls, checked_call
 from agentrl.serve.logprobs import content_logprobs, top_logprobs_of
 from agentrl.serve.messages import reply_message, template_message, template_messages
 from agentrl.serve.recorder import SessionRecorder
@@ -82,6 +83,7 @@ class ChatService:
         self.gate = SamplingGate()
         self.weights: Any = None  # a WeightUpdater over a real model; None (no weight routes) over a scripted one
         self._forbidden: dict[tuple[str, ...], ForbiddenText] = {}
+        self._forced = ForcedCalls(self.tokenizer, _vocab_size(policy))
 
     @property
     def streams_tokens(self) -> bool:
@@ -235,6 +237,8 @@ class ChatService:
             completions = await asyncio.gather(*(self.policy.generate(prompt_ids, p) for p in params))
             return list(completions), [None] * len(params)
         forbid = await self._forbid(request.tool_choice.forbidden)
+        forced = await asyncio.to_thread(self._forced.get, request.tool_choice, request.chat, request.tools)
+        forbid = forced or forbid  # a forced call's arguments are sampled to fit its tool's schema
         steps: list[list[TokenStep]] = [[] for _ in params]
 
         def listener(i: int) -> Callable[[TokenStep], None] | None:
@@ -296,6 +300,7 @@ class ChatService:
             text = next((text[: -len(s)] for s in params.stop if text.endswith(s)), text)
         text = request.tool_choice.forced + text
         parsed = chat.parse(text, id_prefix=f"call_{uuid.uuid4().hex[:8]}")
+        parsed = checked_call(parsed, request.tool_choice, request.tools)  # forced calls fit their schema, or fail
         message = reply_message(parsed, chat.content_of(text), parse_tools=parse_tools)
         if completion.finish_reason == "length":
             finish = "length"
@@ -345,3 +350,9 @@ class ChatService:
         model = self.check_model(body)
         async with self.gate.sampling():
             return await text_completions(self.policy, body, model, lambda tokens, i: self._params(body, tokens, i))
+
+
+def _vocab_size(policy: Any) -> int | None:
+    """Rows of the model's output layer (padded past the tokenizer's ids in many checkpoints)."""
+    size = getattr(getattr(getattr(policy, "model", None), "config", None), "vocab_size", None)
+    return size if isinstance(size, int) else None

@@ -12,6 +12,9 @@
   not `"arguments": ` with a lone space token the model never saw; the model writes ` {` as it learned to). The
   forced ids are not sampled, so they are part of the prompt (or of the observation after the previous turn),
   outside the loss mask, with no log-probs. A generation prompt that opened a reasoning block gets it closed first.
+  Once the tool is known, its arguments are sampled under constrained decoding where the policy can forbid ids
+  (`forced_call.py`: JSON that fits the tool's schema, the closing markup, the end of the turn), and a forced call
+  whose arguments do not fit its schema is never returned as `tool_calls` (`checked_call`).
 - `none`: the turn may not call a tool. The tools stay in the prompt (the model knows them, as with OpenAI), and
   a policy that can constrain its sampling is kept from writing the format's call opening (`ForbiddenText`); the
   turn is returned as text either way, never parsed for calls.
@@ -45,6 +48,11 @@ class ToolChoice:
     """Text the model may not write."""
     named: tuple[ToolChoice, ...] = ()
     """For `required`: the forcing of a call to each tool, one of which `pick` chooses."""
+    name: str | None = None
+    """The tool a call is forced to (a named choice, or the one `pick` chose): its arguments are constrained to
+    its schema where the policy can constrain sampling (`forced_call.py`)."""
+    markup: str = ""
+    """The whole opening the forcing stands for; `forced` is its part up to the last token boundary."""
 
 
 def tool_choice_of(value: Any, tools: list[dict[str, Any]] | None, chat: ChatFormat) -> ToolChoice:
@@ -58,6 +66,7 @@ def tool_choice_of(value: Any, tools: list[dict[str, Any]] | None, chat: ChatFor
     closing = f"{chat.reasoning.close}\n\n" if chat.reasoning is not None and chat.prompt_opens_reasoning else ""
     if value == "required":
         opening = _forcing(chat, closing, chat.tool_format.forced_prefix(), next((k for k in known if k), "f"))
+        opening = dataclasses.replace(opening, name=None)  # the model names the tool: nothing to constrain yet
         named = tuple(_forcing(chat, closing, chat.tool_format.forced_prefix(k), k) for k in dict.fromkeys(known) if k)
         return dataclasses.replace(opening, named=named)
     function = value.get("function") if isinstance(value, dict) else None
@@ -84,7 +93,8 @@ def _forcing(chat: ChatFormat, closing: str, prefix: str, name: str) -> ToolChoi
         ids = whole[:k]
     if not ids:
         ids = chat.encode(markup)
-    return ToolChoice(forced=tokenizer.decode(ids, skip_special_tokens=False), forced_ids=tuple(ids))
+    forced = tokenizer.decode(ids, skip_special_tokens=False)
+    return ToolChoice(forced=forced, forced_ids=tuple(ids), name=name, markup=markup)
 
 
 async def pick(choice: ToolChoice, policy: Any, prompt_ids: Sequence[int], *, temperature: float, seed: int | None):

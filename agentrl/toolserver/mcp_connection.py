@@ -106,6 +106,11 @@ class MCPConnection:
             logger.warning("MCP server %s did not shut down within %gs", self.endpoint.spec, CLOSE_TIMEOUT_S)
             task.cancel()
 
+    @property
+    def alive(self) -> bool:
+        """Whether the session is open and its task still holds it."""
+        return self._session is not None and self._task is not None and not self._task.done()
+
     async def list_tools(self) -> list[dict[str, Any]]:
         """Every tool the server lists (all pages), in MCP's wire format (`name`, `description`, `inputSchema`)."""
         session = self._live_session()

@@ -20,6 +20,7 @@ import binascii
 import copy
 import inspect
 import json
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ from agentrl.tool import BadArguments, FunctionTool, arguments_object
 from agentrl.tool_parameters import policy_schema
 from agentrl.types import ToolResult
 
+logger = logging.getLogger(__name__)
 _NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME_CHARS = 64
 _MAX_ARGUMENT_ERRORS = 5
@@ -106,7 +108,7 @@ class MCPTool(FunctionTool):
             return ToolResult.error(call_id, exc.error_type, str(exc), elapsed())
         except Exception as exc:  # noqa: BLE001 - what the client library raises for one call is an observation
             return ToolResult.error(call_id, "failed", f"{type(exc).__name__}: {exc}", elapsed())
-        return result_from_mcp(reply, call_id, elapsed())
+        return result_from_mcp(reply, call_id, elapsed(), self.name)
 
     def _arguments(self, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
         arguments = arguments_object(arguments)
@@ -127,14 +129,39 @@ def policy_parameters(input_schema: Mapping[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def result_from_mcp(result: Mapping[str, Any], call_id: str, elapsed_s: float = 0.0) -> ToolResult:
-    """A `CallToolResult` (MCP's wire format) as a `ToolResult`: content joined as text, `isError` → `failed`."""
+def result_from_mcp(result: Mapping[str, Any], call_id: str, elapsed_s: float = 0.0, name: str = "") -> ToolResult:
+    """A `CallToolResult` (MCP's wire format) as a `ToolResult`: content joined as text. An `isError` result is
+    the server's own error text, without the SDK's `Error executing tool NAME: ` wrapping, typed `bad_arguments`
+    when the server rejected the arguments and `failed` otherwise; a crash whose text the server withheld says so."""
     text = "\n".join(_content_text(block) for block in result.get("content") or [])
     if not text and result.get("structuredContent") is not None:
         text = json.dumps(result["structuredContent"], ensure_ascii=False)
     if result.get("isError"):
-        return ToolResult.error(call_id, "failed", text or "the tool failed and gave no message", elapsed_s)
+        return _error_result(text, call_id, elapsed_s, name)
     return ToolResult(call_id=call_id, content=text, elapsed_s=elapsed_s)
+
+
+_SDK_WRAPPING = re.compile(r"^Error executing tool (?P<tool>[^\s:]+)(?P<rest>: (?P<text>.*))?$", re.DOTALL)
+_VALIDATION = re.compile(r"^\d+ validation errors? for ")
+_warned_withheld: set[str] = set()
+
+
+def _error_result(text: str, call_id: str, elapsed_s: float, name: str) -> ToolResult:
+    wrapped = _SDK_WRAPPING.match(text.strip())
+    if wrapped is None:  # a server that words its own errors
+        return ToolResult.error(call_id, "failed", text or "the tool failed and gave no message", elapsed_s)
+    tool = name or wrapped["tool"]
+    if wrapped["rest"] is None:  # the SDK withholds what an unexpected exception said
+        if tool not in _warned_withheld:
+            _warned_withheld.add(tool)
+            logger.warning(
+                "MCP tool %s raised an unexpected exception and its server sent no message (its stderr has the "
+                "traceback); raise the SDK's ToolError in the tool to give the policy the reason",
+                tool,
+            )
+        return ToolResult.error(call_id, "failed", f"{tool} failed; the server gave no reason", elapsed_s)
+    error_type = "bad_arguments" if _VALIDATION.match(wrapped["text"]) else "failed"
+    return ToolResult.error(call_id, error_type, f"{tool}: {wrapped['text']}", elapsed_s)
 
 
 def _content_text(block: Mapping[str, Any]) -> str:

@@ -359,3 +359,22 @@ def test_the_detokenizer_hands_out_whole_characters_that_join_to_the_text(chats,
         assert "".join(pieces) == chat.tokenizer.decode(ids, skip_special_tokens=False) == text
         assert not any("\ufffd" in piece for piece in pieces)
         assert "" in pieces and len([p for p in pieces if p]) > 3  # a character over several tokens comes out once
+
+
+def test_forced_calls_fit_their_tools_schema_at_any_temperature(client):
+    """The tiny policy learned `lookup(entity, field)` and arithmetic; forced to call a `lookup(query)` it would
+    write the arguments it learned. Constrained decoding keeps the arguments to the schema, so every forced turn
+    is a call that fits, sampled or greedy, streamed or not, and the forced markup never comes back as content."""
+    for k in range(3):
+        for choice in ("required", {"type": "function", "function": {"name": "lookup"}}):
+            for temperature, seed in ((0.0, 0), (1.0, 1), (1.0, 2)):
+                request = {"model": "tiny", "messages": task_messages(k), "tools": TWO_TOOLS, "tool_choice": choice}
+                request |= {"temperature": temperature, "seed": seed, "max_tokens": 64}
+                reply = client.chat.completions.create(**request).choices[0]
+                assert reply.finish_reason == "tool_calls" and not reply.message.content, reply.message
+                (call,) = reply.message.tool_calls
+                wanted = {"calculate": "expression", "lookup": "query"}[call.function.name]
+                assert list(json.loads(call.function.arguments)) == [wanted], call.function.arguments
+                if seed == 2:
+                    out = streamed(client, **request)
+                    assert joined_calls(out) == calls_of(reply.message) and not out["content"]

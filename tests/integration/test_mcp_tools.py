@@ -72,6 +72,12 @@ def refuse(reason: str) -> str:
 
 
 @server.tool()
+def boom() -> str:
+    """Crash with an exception the SDK does not pass on."""
+    raise RuntimeError("a traceback only the server's log shows")
+
+
+@server.tool()
 def place(name: str, where: Point, side: Literal["north", "south"] = "north") -> str:
     """Put a named marker on the grid."""
     return f"{name} at ({where.x}, {where.y}) on the {side} side"
@@ -108,7 +114,8 @@ if __name__ == "__main__":
     else:
         server.run()
 '''
-TOOL_NAMES = {"bump", "refuse", "place", "pid", "crash", "nap", "picture"}
+TOOL_NAMES = {"bump", "refuse", "boom", "place", "pid", "crash", "nap", "picture"}
+EXAMPLE = Path(__file__).parents[2] / "examples" / "mcp_server.py"
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +217,7 @@ async def test_calls_results_and_typed_errors(stdio_url: str) -> None:
         placed = await session.call(call("place", "c1", name="flag", where={"x": 2}, side="south"))
         assert not placed.is_error and placed.text == "flag at (2, 0) on the south side"
         refused = await session.call(call("refuse", "c2", reason="no"))  # MCP isError: data for the policy
-        assert refused.is_error and refused.error_type == "failed" and refused.text.endswith("refused: no")
+        assert refused.is_error and refused.error_type == "failed" and refused.text == "refuse: refused: no"
         bad = await session.call(call("place", "c3", name=3))
         assert bad.is_error and bad.error_type == "bad_arguments"
         assert "'where' is a required property" in bad.text and "field 'name'" in bad.text
@@ -315,9 +322,12 @@ async def test_in_process_sessions_spec_strings_and_refusals(command: str, workd
     app = create_app([toolset, f"mcp:{command}"])  # two servers apart by the prefix; a spec string
     async with ToolClient(app=app) as tools:
         assert len(await tools.schemas()) == 2 * len(TOOL_NAMES)
-        session = await tools.open_session(["a_bump", "bump"])
+        session = await tools.open_session(["a_bump", "bump", "boom"])
         assert (await session.call(call("a_bump", "c1"))).text == "1"
         assert (await session.call(call("bump", "c2", by=3))).text == "3"
+        crashed = await session.call(call("boom", "c3"))  # the SDK withholds an unexpected exception's text
+        assert crashed.is_error and crashed.error_type == "failed"
+        assert crashed.text == "boom failed; the server gave no reason"
         with pytest.raises(ToolServerError, match="HTTP 409.*cannot be forked"):
             await session.fork()
         await session.close()
@@ -366,3 +376,47 @@ async def test_react_episode_calls_an_mcp_tool(command: str, tiny_tokenizer: obj
     assert counted.text == "2" and not counted.is_error
     assert ECHO_STAMP in echoed.text
     assert failed.stop_reason is StopReason.INFRA_ERROR and "is gone" in (failed.error or "")
+
+
+def processes_with(tag: str) -> list[int]:
+    """The pids of running processes with `tag` among their arguments."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if tag.encode() in (entry / "cmdline").read_bytes().split(b"\0") and alive(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("sessions", ["auto", "per_session"])
+async def test_the_example_servers_read_only_tools_share_one_process(sessions: str, workdir: Path) -> None:
+    """examples/mcp_server.py annotates its tools read-only, so by default every session calls one server process
+    (no second of start-up per session) and sessions fork; `--mcp-sessions per_session` gives each its own. The
+    tool's own ToolError reaches the policy as the call's error text."""
+    tag = f"example-{sessions}"
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))} {tag}"
+    process, url = serve_tools("--mcp", command, "--mcp-sessions", sessions, log=workdir / f"serve-{tag}.log")
+    try:
+        async with ToolClient(url) as tools:
+            opened = await asyncio.gather(*(tools.open_session() for _ in range(6)))
+            results = await asyncio.gather(
+                *(s.call(call("convert", f"c{k}", value=k, source="km", target="mi")) for k, s in enumerate(opened))
+            )
+            assert [r.text for r in results] == [f"{k * 0.621371:.2f}" for k in range(6)]
+            assert len(processes_with(tag)) == (1 if sessions == "auto" else 6)
+            refused = await opened[0].call(call("convert", "x", value=1, source="km", target="lb"))
+            assert refused.is_error and refused.error_type == "failed"
+            assert refused.text.startswith("convert: cannot convert km to lb; known pairs: km→mi")
+            if sessions == "auto":
+                forked = await opened[0].fork()  # nothing of its own to copy: the fork calls the same server
+                assert (await forked.call(call("units", "u"))).text.split() == ["ft", "kg", "km", "lb", "m", "mi"]
+                await forked.close()
+            for session in opened:
+                await session.close()
+            assert len(processes_with(tag)) == (1 if sessions == "auto" else 0)  # the shared one lives on
+    finally:
+        stop(process)
+    assert eventually(lambda: not processes_with(tag), timeout_s=20)  # and goes with the tool server

@@ -189,7 +189,7 @@ def test_eval_of_a_sandboxed_scaffold_without_bwrap_names_bubblewrap(tmp_path, n
 
 @needs_bwrap
 def test_a_run_whose_needs_are_met_passes_quickly():
-    cfg, scaffold = config("scaffold=terminal")
+    cfg, scaffold = config("scaffold=terminal", "policy.model=tiny-extended")  # the stage that learned bash
     started = time.monotonic()
     check_train(cfg, scaffold)  # starts a throwaway sandbox: bwrap is not only installed but usable
     with (

@@ -88,3 +88,53 @@ def test_sft_command_fine_tunes_a_shipped_tiny_policy_on_context_only_turns(tmp_
     assert "'train_loss': 0." in result.output  # the policy already makes these recoveries
     saved = load_tokenizer(str(out))
     assert saved.chat_template.startswith("{#- The tiny policy")  # saved with the template it loaded with
+
+
+def test_sft_on_demonstrations_of_a_new_tool_lets_a_run_offer_it(tmp_path):
+    """The tiny policy sees no tool schemas, so a run offering only a new tool is refused; after `agentrl sft` on
+    conversations that call it, the checkpoint records the tool and the same run may start."""
+    import json
+
+    from agentrl.scaffolds.react import ReactScaffold
+    from typer.testing import CliRunner
+
+    from agentrl import tool
+    from agentrl.cli.app import app
+    from agentrl.config import PolicyConfig
+    from agentrl.doctor.tool_visibility import check_tool_visibility
+    from agentrl.errors import ConfigError
+
+    @tool
+    def convert(value: float, source: str, target: str) -> str:
+        """Convert between units.
+
+        Args:
+            value: The number.
+            source: Its unit.
+            target: The unit wanted.
+        """
+        return f"{value * 0.621371:.2f}"
+
+    def demonstration(k: int) -> dict:
+        arguments = {"value": k, "source": "km", "target": "mi"}
+        call = {"type": "function", "function": {"name": "convert", "arguments": arguments}}
+        return {
+            "messages": [
+                {"role": "system", "content": "Use the tools. Reply with only the final answer."},
+                {"role": "user", "content": f"How many miles is {k} km?"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "content": convert(k, "km", "mi")},
+                {"role": "assistant", "content": convert(k, "km", "mi")},
+            ]
+        }
+
+    scaffold = ReactScaffold(tools=[convert])
+    with pytest.raises(ConfigError, match="cannot see the tools convert"):
+        check_tool_visibility(PolicyConfig(model="tiny"), scaffold)
+    data, out = tmp_path / "convert.jsonl", tmp_path / "out"
+    data.write_text("".join(json.dumps(demonstration(k)) + "\n" for k in range(3, 11)))
+    result = CliRunner().invoke(app, ["sft", "--data", str(data), "--output", str(out), "--model", "tiny"])
+    assert result.exit_code == 0, result.output
+    learned = json.loads((out / "config.json").read_text())["agentrl_trained_tools"]
+    assert learned["convert"] == ["source", "target", "value"] and learned["calculate"] == ["expression"]
+    check_tool_visibility(PolicyConfig(model=str(out)), scaffold)  # the run may start now

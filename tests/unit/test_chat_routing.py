@@ -43,12 +43,12 @@ def test_a_base_url_always_takes_the_openai_compatible_route(model, base_url, li
     ],
 )
 def test_a_judge_with_a_base_url_uses_litellms_openai_compatible_route(model, sent):
-    assert Judge(model, base_url="http://127.0.0.1:9/v1")._endpoint()[0] == sent
+    assert Judge(model, base_url="http://127.0.0.1:9/v1").endpoint()[0] == sent
 
 
 def test_a_judge_without_a_base_url_names_its_provider(monkeypatch):
     monkeypatch.delenv("AGENTRL_JUDGE_BASE_URL", raising=False)
-    assert Judge("anthropic/claude-sonnet-4")._endpoint()[0] == "anthropic/claude-sonnet-4"
+    assert Judge("anthropic/claude-sonnet-4").endpoint()[0] == "anthropic/claude-sonnet-4"
 
 
 def test_litellm_is_imported_only_through_the_helper():

@@ -36,7 +36,10 @@ def test_optional_and_bool_and_int_to_float():
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("trainer.lrr=1", "unknown config key 'trainer.lrr'"),
+        ("trainer.lrr=1", "unknown config key 'trainer.lrr'; did you mean 'trainer.lr'"),
+        ("trainer.setps=3", "unknown config key 'trainer.setps'; did you mean 'trainer.steps'"),
+        ("trainr.steps=3", "unknown config key 'trainr'; did you mean 'trainer'"),
+        ("zzz=1", "unknown config key 'zzz'; known: agent, checkpoint_every_steps"),
         ("rollout.max_turns=many", "rollout.max_turns expects int"),
         ("rollout.samples_per_prompt=1", "samples_per_prompt must be >= 2"),
         ("trainer=3", "is a section"),
@@ -101,3 +104,37 @@ def test_a_bare_task_source_in_toml_and_its_round_trip(tmp_path):
 def test_bad_task_source_settings_fail_with_a_message(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, ["tasks=t.jsonl", override])
+
+
+def test_a_toml_file_that_is_not_toml_is_one_config_error_naming_it(tmp_path):
+    bad = tmp_path / "run.toml"
+    bad.write_text("seed = 1\n[trainer\nsteps = 2\n")
+    with pytest.raises(ConfigError, match=r"run\.toml: not valid TOML \(.*line 2"):
+        load_config(bad)
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[trainer]\nsetps = 2\n")
+    with pytest.raises(ConfigError, match="did you mean 'trainer.steps'"):
+        load_config(typo)
+
+
+def test_the_local_files_a_run_names_are_stored_absolute(tmp_path, monkeypatch):
+    from agentrl.config import run_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "tasks.jsonl").write_text('{"prompt": "q", "answer": "a"}\n')
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "t.jinja").write_text("{{ messages }}")
+    config = run_config(
+        [
+            "tasks=data/tasks.jsonl",
+            "policy.model=ckpt",
+            "policy.chat_template=t.jinja",
+            "tool_server.sandbox.root_dir=.",
+        ]
+    )
+    assert config.tasks.path == str(tmp_path / "data" / "tasks.jsonl")
+    assert config.policy.model == str(tmp_path / "ckpt") and config.policy.chat_template == str(tmp_path / "t.jinja")
+    assert config.tool_server.sandbox.root_dir == str(tmp_path)
+    named = run_config(["tasks=org/dataset", "policy.model=tiny"])  # a hub id and a shipped name stay names
+    assert named.tasks.path == "org/dataset" and named.policy.model == "tiny"

@@ -76,3 +76,24 @@ def test_token_counts_bill_the_context_of_every_turn():
     turns = (Turn((5, 6), (0.0, 0.0), (0.0, 0.0), "x", observation_ids=(7, 8, 9)), Turn((10,), (0.0,), (0.0,), "y"))
     t = Trajectory("t", "g", "t/0", (1, 2, 3), turns, StopReason.ANSWERED)
     assert token_counts(t) == (3 + 8, 3)
+
+
+def test_results_resume_only_under_the_settings_that_made_them(tmp_path):
+    from agentrl.errors import ConfigError
+
+    path = tmp_path / "r.jsonl"
+    store = ResultsStore(path)
+    greedy = {"model": "tiny", "temperature": 0.0, "tiers": ("easy",)}
+    store.claim(greedy)
+    store.append(record("a", 0, True))
+    ResultsStore(path).claim(dict(greedy))  # the same settings: resumed
+    assert ResultsStore(path).finished() == {("a", 0)}
+    with pytest.raises(ConfigError, match=r"temperature 0.0 there, 1.0 now.*--overwrite.*--output"):
+        ResultsStore(path).claim({**greedy, "temperature": 1.0})
+    assert ResultsStore(path).finished() == {("a", 0)}  # refused: nothing changed
+    ResultsStore(path).claim({**greedy, "temperature": 1.0}, overwrite=True)
+    assert ResultsStore(path).load() == [] and json.loads(store.settings_path.read_text())["temperature"] == 1.0
+    store.append(record("b", 0, True))
+    store.settings_path.unlink()  # results from before settings were recorded
+    with pytest.raises(ConfigError, match="unrecorded settings"):
+        ResultsStore(path).claim(greedy)

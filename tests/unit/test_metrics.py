@@ -247,3 +247,23 @@ def test_episodes_past_the_context_window_are_counted() -> None:
     metrics = rollout_metrics([group], "outcome", window)
     assert metrics["tokens/past_context"] == pytest.approx(1 / 3)  # 1025 tokens; the infra failure is not counted
     assert "tokens/past_context" not in rollout_metrics([group], "outcome")
+
+
+def test_step_ticks_are_whole_and_equal_reward_and_success_stay_apart(tmp_path: Path) -> None:
+    from agentrl.runlog.plots import _draw_train
+
+    records = [{"step": k, "wall_s": 2.0 * k, "reward/mean": 0.25 * k, "success/mean": 0.25 * k} for k in (1, 2, 3)]
+    figure = _draw_train(records, "run")
+    figure.canvas.draw()
+    (ax,) = figure.axes
+    ticks = [t for t in ax.get_xticks() if 1 <= t <= 3]
+    assert ticks and all(float(t).is_integer() for t in ticks)  # no tick at 1.25 of a step
+    reward, success = ax.get_lines()
+    assert list(reward.get_ydata()) == list(success.get_ydata())  # the same values...
+    assert reward.get_linestyle() != success.get_linestyle() and success.get_markerfacecolor() == "none"
+
+
+def test_a_reward_that_failed_reads_failed_not_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    with TrainProgress(3, enabled=False) as progress:
+        progress.advance(1, {"reward/mean": 0.0, "success/mean": 0.0, "reward/failed": 1.0})
+    assert capsys.readouterr().out.splitlines() == ["step 1/3 reward FAILED success 0.00"]

@@ -113,3 +113,30 @@ def test_a_rewards_own_seconds_counter_does_not_replace_the_phase_wall_time() ->
     _, costs = asyncio.run(stack.score_batch([(TASK, rollout(f"r{i}")) for i in range(4)]))
     assert costs["reward_cost/judge/busy_seconds"] == 20.0 and costs["reward_cost/judge/requests"] == 4.0
     assert costs["reward_cost/judge/seconds"] < 1.0
+
+
+def test_a_reward_whose_every_request_failed_is_an_outage_that_stops_the_run():
+    from agentrl.errors import InfraError
+    from agentrl.judge import Judge
+    from agentrl.reward import RewardOutages
+
+    class Grader(Judge):
+        rubric = "{answer}"
+
+    grader = Grader("m", base_url="http://127.0.0.1:9/v1")
+    grader.stats.last_error = "APIConnectionError: Connection error."
+    rewards = [grader.as_reward(), reward(lambda answer: 1.0, name="plain")]
+    outages = RewardOutages(limit=2)
+    down = {"reward_cost/grader/requests": 8.0, "reward_cost/grader/failures": 8.0}
+    warning = outages.check(rewards, dict(down), step=1)
+    assert warning == (
+        "warning: step 1: reward grader scored nothing: 8 of 8 requests failed (APIConnectionError: Connection "
+        "error.); the run stops after 2 such steps in a row (reward_outage_steps)"
+    )
+    some = {"reward_cost/grader/requests": 8.0, "reward_cost/grader/failures": 7.0}
+    costs = dict(some)
+    assert outages.check(rewards, costs, step=2) is None and costs["reward/failed"] == 0.0  # one vote came back
+    assert outages.check(rewards, dict(down), step=3) is not None  # the streak starts again
+    with pytest.raises(InfraError, match="grader scored nothing: 8 of 8 requests failed .* 2 steps in a row"):
+        outages.check(rewards, dict(down), step=4)
+    assert RewardOutages(limit=0).check(rewards, dict(down), step=1).endswith("the run goes on (reward_outage_steps)")

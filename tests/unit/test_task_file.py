@@ -26,7 +26,7 @@ def test_rows_become_tasks(tmp_path):
 def test_missing_prompt_is_a_clear_error(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({"prompt": "ok"}) + "\n" + json.dumps({"answer": "1"}))
-    with pytest.raises(InputError, match="row 1 has no 'prompt'"):
+    with pytest.raises(InputError, match=r"t\.jsonl:2 has no 'prompt'"):  # a JSON-lines row is named by its line
         load_task_file(path)
     with pytest.raises(InputError, match="missing.jsonl does not exist"):
         load_task_file(tmp_path / "missing.jsonl")

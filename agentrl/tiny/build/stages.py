@@ -177,6 +177,7 @@ def finetune_and_save(
     model: Any, tokenizer: Any, demos: list[dict[str, Any]], out_dir: Path, **sft: Any
 ) -> dict[str, Any]:
     """SFT `model` on `demos` (`sft`: `run_sft` options), then save it with the toolless chat template."""
+    from agentrl.doctor.tool_visibility import called_tools, record_trained_tools
     from agentrl.train.sft import run_sft
 
     print(", ".join(f"{n} {name}" for name, n in Counter(d["scaffold"] for d in demos).items()), flush=True)
@@ -188,6 +189,8 @@ def finetune_and_save(
             model, tokenizer, conversations, output_dir=scratch, batch_size=SFT_BATCH_SIZE, logging_steps=50, **sft
         )
     tokenizer.chat_template = TOOLLESS_TEMPLATE_PREFIX + tokenizer.chat_template
+    # no schema tells it its tools: the checkpoint records the ones it learned (a run with others is refused)
+    record_trained_tools(model.config, called_tools(d["messages"] for d in demos))
     save_policy(model, tokenizer, out_dir)
     return metrics
 
