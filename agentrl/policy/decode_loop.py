@@ -128,7 +128,7 @@ class DecodeLoop:
     def __len__(self) -> int:
         return len(self.rows)
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def add(
         self,
         requests: Sequence[tuple[Any, Sequence[int], SamplingParams, int]],
@@ -154,7 +154,7 @@ class DecodeLoop:
         logits = self._prefill(first, [p[n:] for p, n in zip(prompts, reused, strict=True)], reused)
         return self._sample(first, logits)
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def step(self) -> list[tuple[Any, RowResult]]:
         """Feed every row its pending token and sample the next; returns the rows that finished."""
         if not self.rows:
@@ -165,6 +165,7 @@ class DecodeLoop:
         logits = self._forward(ints[:, 0:1], ints[:, 1:2], 0, width)
         return self._sample(0, logits)
 
+    @torch.no_grad()
     def drop(self, keys: set[Any]) -> None:
         """Remove rows whose caller no longer waits for them (cancelled requests)."""
         self._remove([i for i, row in enumerate(self.rows) if row.key in keys], park=False)

@@ -2,8 +2,10 @@
 
 A query at position q sees the columns c <= q of its own slot (and, in a sliding-window layer, only those with
 c > q - window, transformers' rule). Columns past a row's position hold nothing of it (padding of a prefill, or
-what a slot's previous occupant left) and are hidden by the same rule. The mask is 4-D, which every supported
-model takes as it is; a model whose layers mix full and sliding-window attention gets one mask per kind.
+what a slot's previous occupant left) and are hidden by the same rule. The mask is 4-D and additive (0 where
+seen, the dtype's minimum elsewhere), in the dtype attention computes in (autocast's when it is on), which every
+supported model and attention kernel takes as it is: no layer converts it again. A model whose layers mix full
+and sliding-window attention gets one mask per kind.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ class SlotMasks:
                 f"the in-process sampler runs attention as sdpa or eager; this model uses {implementation!r} "
                 "(load it with attn_implementation='sdpa')"
             )
-        self.additive = implementation == "eager"
         self.window: int | None = getattr(config, "sliding_window", None)
         layer_types = getattr(config, "layer_types", None)
         if layer_types:
@@ -38,23 +39,29 @@ class SlotMasks:
         if "sliding_attention" in self.kinds and not self.window:
             self.kinds = {"full_attention"}
         self.dtype = dtype
-        self._blocked = torch.tensor(torch.finfo(dtype).min, dtype=dtype)
+        """The weights' dtype: attention's, unless autocast is on."""
+        self._values: dict[tuple[torch.dtype, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def build(self, positions_N_T: torch.Tensor, columns_W: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         """The mask (N, 1, T, W) for queries at `positions_N_T` over key columns `columns_W` (0 .. W-1)."""
         query_N1T1 = positions_N_T[:, None, :, None]
         seen = columns_W <= query_N1T1
+        open_, shut = self._fill(positions_N_T.device)
         masks = {}
         if "full_attention" in self.kinds:
-            masks["full_attention"] = self._form(seen)
+            masks["full_attention"] = torch.where(seen, open_, shut)
         if "sliding_attention" in self.kinds:
             assert self.window is not None
-            masks["sliding_attention"] = self._form(seen & (columns_W > query_N1T1 - self.window))
+            masks["sliding_attention"] = torch.where(seen & (columns_W > query_N1T1 - self.window), open_, shut)
         return next(iter(masks.values())) if len(masks) == 1 else masks
 
-    def _form(self, seen: torch.Tensor) -> torch.Tensor:
-        if not self.additive:
-            return seen
-        if self._blocked.device != seen.device:
-            self._blocked = self._blocked.to(seen.device)
-        return torch.where(seen, torch.zeros((), dtype=self.dtype, device=seen.device), self._blocked)
+    def _fill(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else self.dtype
+        values = self._values.get((dtype, device))
+        if values is None:
+            zero = torch.zeros((), dtype=dtype, device=device)
+            values = self._values[(dtype, device)] = (
+                zero,
+                torch.full((), torch.finfo(dtype).min, dtype=dtype, device=device),
+            )
+        return values
