@@ -149,7 +149,8 @@ class DecodeLoop:
         for (key, prompt, params, seed), option in zip(requests, options, strict=True):
             self.rows.append(_Row(key, params, list(prompt), RowResult([], [], [], "length"), option, len(prompt) - 1))
             ints.append([0, len(prompt) - 1, 0, *row_keys(int(seed))])
-            floats.append([max(params.temperature, GREEDY_BELOW), params.top_p if params.top_p < 1 else 2.0])
+            # top-p of 1 or more keeps every id (2.0: above any rounding of the cumulative mass); of 0, the argmax
+            floats.append([max(params.temperature, GREEDY_BELOW), max(params.top_p, 1e-9) if params.top_p < 1 else 2.0])
         self.state.write(first, ints, floats)
         logits = self._prefill(first, [p[n:] for p, n in zip(prompts, reused, strict=True)], reused)
         return self._sample(first, logits)

@@ -11,7 +11,7 @@ views handed to attention are made once per `SPAN` steps instead of once per lay
 columns cost less than the extra ops). When a row leaves, the loop moves the last row into its slot (`move`): one
 row's columns are copied, not the batch's.
 
-The tensors grow (doubling) when a step needs more slots or columns than they hold, and are freed when the loop
+The tensors grow geometrically when a step needs more slots or columns than they hold, and are freed when the loop
 empties (`release`), so an idle sampler holds no cache memory.
 """
 
@@ -79,8 +79,8 @@ class SlotCache(Cache):
         """Make room for `slots` rows of `columns` positions (grown geometrically, contents kept)."""
         if slots <= self.slots and columns <= self.columns:
             return
-        self.slots = max(self.slots, _grown(self.slots, slots, 4))
-        self.columns = max(self.columns, _grown(self.columns, columns, SPAN))
+        self.slots = max(self.slots, _grown(self.slots, slots, 4, 2.0))
+        self.columns = max(self.columns, _grown(self.columns, columns, SPAN, 1.25))
         self._drop_views()
         if self.allocated:
             for store in (self.keys, self.values):
@@ -196,9 +196,10 @@ class SlotCache(Cache):
         return False
 
 
-def _grown(have: int, need: int, least: int) -> int:
-    """Capacity for `need`: at least double what there was, rounded up to a multiple of `least`."""
+def _grown(have: int, need: int, least: int, factor: float) -> int:
+    """Capacity for `need`: at least `factor` times what there was (so growing costs O(1) copies per position
+    over time), rounded up to a multiple of `least`."""
     if need <= have:
         return have
-    size = max(need, 2 * have, least)
+    size = max(need, int(factor * have), least)
     return -(-size // least) * least

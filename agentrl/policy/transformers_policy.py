@@ -116,7 +116,7 @@ class TransformersPolicy:
         continuous: bool = True,
         eos_token_ids: Iterable[int] = (),
         compute: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
-        prefix_cache_tokens: int = 65536,
+        prefix_cache_tokens: int = 32768,
     ):
         from agentrl.policy.loading import check_in_process_sampler
 
@@ -143,6 +143,8 @@ class TransformersPolicy:
         self._stops = StopStrings(tokenizer)
         self._loop: DecodeLoop | None = None
         self._loop_version = 0
+        self._decoding = False
+        self._stale = False
         self._seed_counter = 0
         self.score_stats = ScoreStats()
         self._scores = RequestMerger(self._score_rows, self.batch_wait_s)
@@ -208,6 +210,17 @@ class TransformersPolicy:
         """The learner updated the shared model in place: only the version moves."""
         self.version += 1
 
+    def release_memory(self) -> None:
+        """Drop the parked prefixes and free the cache's slots now, before something else needs the memory (the
+        learner's update: what was parked describes weights about to change). While a decoding session runs, its
+        next step drops them instead."""
+        with self._lock:
+            self._stale = True
+            if not self._decoding and self._loop is not None:
+                self._loop.forget()
+                self._loop.release()
+                self._stale = False
+
     async def aclose(self) -> None:
         if self._worker is not None:
             self._worker.cancel()
@@ -261,6 +274,8 @@ class TransformersPolicy:
         self.model.eval()
         started = time.perf_counter()
         session = contextlib.ExitStack()
+        with self._lock:
+            self._decoding = True
         try:
             session.enter_context(self._compute())
             while True:
@@ -269,6 +284,9 @@ class TransformersPolicy:
                     self._loop_version = self.version
                     session.close()
                     session.enter_context(self._compute())
+                if self._stale:
+                    batch.forget()
+                    self._stale = False
                 joining: list[_Request] = []
                 with self._lock:
                     room = self.max_batch_size - len(batch) if self.continuous or not len(batch) else 0
@@ -287,7 +305,9 @@ class TransformersPolicy:
                     batch = self._decode_loop()
         finally:
             session.close()
-            batch.release()
+            with self._lock:
+                self._decoding = False
+                batch.release()
             self.model.train(was_training)
             self.stats.busy_s += time.perf_counter() - started
 

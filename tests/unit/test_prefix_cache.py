@@ -141,3 +141,15 @@ async def test_new_weights_drop_the_parked_prefixes(model, tiny_tokenizer):
     policy.sync_weights()
     await policy.generate(turn + [8], SamplingParams(max_new_tokens=4, seed=3))
     assert policy.prefix_stats.hits == hits  # what was parked under the old weights is gone
+
+
+async def test_release_memory_drops_the_parked_prefixes_and_the_slots(model, tiny_tokenizer):
+    policy = TransformersPolicy(model, tiny_tokenizer)
+    prompt = list(range(10, 50))
+    first = await policy.generate(prompt, SamplingParams(max_new_tokens=4, seed=1))
+    loop = policy._decode_loop()
+    assert len(loop.prefix) == 1 and not loop.cache.allocated  # parked; the slots went when the session ended
+    policy.release_memory()
+    assert len(loop.prefix) == 0 and loop.prefix.tokens == 0
+    await policy.generate(prompt + list(first.token_ids) + [7], SamplingParams(max_new_tokens=4, seed=2))
+    assert policy.prefix_stats.hits == 0
