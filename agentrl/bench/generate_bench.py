@@ -100,10 +100,19 @@ MODES = {
 
 
 def run_benchmark(
-    trajectories: int = 32, turns: int = 2, max_new_tokens: int = 64, threads: int | None = None, repeats: int = 3
+    trajectories: int = 32,
+    turns: int = 2,
+    max_new_tokens: int = 64,
+    threads: int | None = None,
+    repeats: int = 3,
+    model_name: str = "tiny",
+    device: str = "cpu",
+    dtype: str = "float32",
 ) -> dict[str, Any]:
-    """`threads` sets torch's intra-op threads (None: torch's default). The three schedules run in turn, `repeats`
-    times, and each reports its median time: the machine may be shared, and a single run of a second is noisy."""
+    """`threads` sets torch's intra-op threads (None: torch's default). The schedules run in turn, `repeats`
+    times, and each reports its median time: the machine may be shared, and a single run of a second is noisy.
+    `model_name` is `tiny` or a checkpoint directory whose chat template uses Qwen's markup (`scripts/gpu_proof.py`
+    saves a random Qwen3 of a real size); `device` and `dtype` place its weights."""
     import statistics
 
     import torch
@@ -115,9 +124,9 @@ def run_benchmark(
     from agentrl.policy import resolve_model_path
     from agentrl.policy.loading import load_tokenizer
 
-    path = resolve_model_path("tiny")
+    path = resolve_model_path(model_name)
     tokenizer = load_tokenizer(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
     prompts = _prompts(tokenizer, trajectories)
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
     samples = []
@@ -127,6 +136,9 @@ def run_benchmark(
             runs[mode].append(result)
             samples.append(sampled)
     out: dict[str, Any] = {
+        "model": model_name,
+        "device": str(model.device),
+        "dtype": dtype,
         "trajectories": len(prompts),
         "turns": turns,
         "max_new_tokens_per_turn": max_new_tokens,

@@ -120,6 +120,7 @@ class DecodeLoop:
         self.prefix = PrefixCache(prefix_cache_tokens)
         self.transfer = HostTransfer(self.device)
         self.forwards = 0
+        self._inference: bool | None = None
         self._cache_keyword = _cache_keyword(model)
         # a prefill needs the last position's logits only; every prompt position's is most of its cost
         takes = "logits_to_keep" in inspect.signature(type(base).forward).parameters
@@ -128,7 +129,6 @@ class DecodeLoop:
     def __len__(self) -> int:
         return len(self.rows)
 
-    @torch.no_grad()
     def add(
         self,
         requests: Sequence[tuple[Any, Sequence[int], SamplingParams, int]],
@@ -138,7 +138,43 @@ class DecodeLoop:
         token and let them join. Returns the rows that finished on that first token."""
         if not requests:
             return []
-        options = options if options is not None else [PLAIN] * len(requests)
+        with self._grad_mode():
+            return self._add(requests, options if options is not None else [PLAIN] * len(requests))
+
+    def step(self) -> list[tuple[Any, RowResult]]:
+        """Feed every row its pending token and sample the next; returns the rows that finished."""
+        if not self.rows:
+            return []
+        with self._grad_mode():
+            rows = len(self.rows)
+            width = max(row.position for row in self.rows) + 1
+            ints = self.state.ints[:rows]
+            logits = self._forward(ints[:, 0:1], ints[:, 1:2], 0, width)
+            return self._sample(0, logits)
+
+    def drop(self, keys: set[Any]) -> None:
+        """Remove rows whose caller no longer waits for them (cancelled requests)."""
+        with self._grad_mode():
+            self._remove([i for i, row in enumerate(self.rows) if row.key in keys], park=False)
+
+    def forget(self) -> None:
+        """The weights changed: parked keys and values describe the old ones."""
+        self.prefix.clear()
+
+    def release(self) -> None:
+        """Free the slots' memory (only while no row is live); parked prefixes stay."""
+        if not self.rows:
+            self.cache.release()
+
+    def _grad_mode(self) -> Any:
+        """`inference_mode`, the cheapest to dispatch, unless autocast is on: its cache of cast weights holds only
+        outside inference mode (inside, every forward pass casts every weight again). Chosen at the first call, so
+        the loop's tensors are all of one kind."""
+        if self._inference is None:
+            self._inference = not torch.is_autocast_enabled(self.device.type)
+        return torch.inference_mode() if self._inference else torch.no_grad()
+
+    def _add(self, requests, options) -> list[tuple[Any, RowResult]]:
         prompts = [list(prompt) for _, prompt, _, _ in requests]
         if not all(prompts):
             raise ValueError("a prompt needs at least one token")
@@ -154,31 +190,6 @@ class DecodeLoop:
         self.state.write(first, ints, floats)
         logits = self._prefill(first, [p[n:] for p, n in zip(prompts, reused, strict=True)], reused)
         return self._sample(first, logits)
-
-    @torch.no_grad()
-    def step(self) -> list[tuple[Any, RowResult]]:
-        """Feed every row its pending token and sample the next; returns the rows that finished."""
-        if not self.rows:
-            return []
-        rows = len(self.rows)
-        width = max(row.position for row in self.rows) + 1
-        ints = self.state.ints[:rows]
-        logits = self._forward(ints[:, 0:1], ints[:, 1:2], 0, width)
-        return self._sample(0, logits)
-
-    @torch.no_grad()
-    def drop(self, keys: set[Any]) -> None:
-        """Remove rows whose caller no longer waits for them (cancelled requests)."""
-        self._remove([i for i, row in enumerate(self.rows) if row.key in keys], park=False)
-
-    def forget(self) -> None:
-        """The weights changed: parked keys and values describe the old ones."""
-        self.prefix.clear()
-
-    def release(self) -> None:
-        """Free the slots' memory (only while no row is live); parked prefixes stay."""
-        if not self.rows:
-            self.cache.release()
 
     # --- prefill --------------------------------------------------------------------------------------------
 

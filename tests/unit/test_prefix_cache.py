@@ -3,6 +3,7 @@ exactly what they would have sampled without reuse (the learner's teacher-forced
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -147,6 +148,8 @@ async def test_release_memory_drops_the_parked_prefixes_and_the_slots(model, tin
     policy = TransformersPolicy(model, tiny_tokenizer)
     prompt = list(range(10, 50))
     first = await policy.generate(prompt, SamplingParams(max_new_tokens=4, seed=1))
+    while policy.stats.busy_s == 0.0:  # set when the decoding session has ended
+        await asyncio.sleep(0.001)
     loop = policy._decode_loop()
     assert len(loop.prefix) == 1 and not loop.cache.allocated  # parked; the slots went when the session ended
     policy.release_memory()

@@ -6,9 +6,9 @@
   inside torch). A decoding step reads once, whatever its rows ask for and however many there are.
 - Aten ops per decoding step (each one a kernel launch or at least a dispatch on a GPU) are compared with
   transformers' own `generate` on the same model and batch: a random Qwen3 of 28 layers, the depth of
-  Qwen3-0.6B, so the per-layer ops weigh as they do in a real model. Both run under `inference_mode` (which
-  changes which ops a dispatch mode sees), and generate's per-step count is the difference of two generation
-  lengths, so its prefill and setup cancel out.
+  Qwen3-0.6B, so the per-layer ops weigh as they do in a real model. Both run under `inference_mode`, as the loop
+  does without autocast (the mode changes which ops a dispatch mode sees), and generate's per-step count is the
+  difference of two generation lengths, so its prefill and setup cancel out.
 - No step copies the cache: the elements a step writes (outputs of ops that are not views; what an in-place op
   writes) do not grow with the context by as much as one row's keys and values of one layer.
 - No parameter is cast during a step: the learner's autocast is entered once per decoding session, so its cast
@@ -189,7 +189,7 @@ def test_a_decoding_step_makes_no_more_ops_than_transformers_generate(deep):
     prompts = torch.randint(10, 2000, (rows, prompt_len), generator=torch.Generator().manual_seed(0))
 
     def generate_ops(new_tokens: int) -> Counter[str]:
-        with Ops() as ops:  # generate runs under no_grad, as the loop does
+        with torch.inference_mode(), Ops() as ops:  # as the loop runs without autocast
             deep.generate(
                 prompts, attention_mask=torch.ones_like(prompts), do_sample=True, max_new_tokens=new_tokens,
                 top_k=0, top_p=1.0, temperature=1.0, pad_token_id=PAD_ID,
