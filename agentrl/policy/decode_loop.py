@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from agentrl.errors import ConfigError
 from agentrl.policy.device_sampler import StepPlan, row_keys, sample_step
 from agentrl.policy.host_transfer import HostTransfer
 from agentrl.policy.prefix_cache import BLOCK, PrefixCache
@@ -112,6 +113,8 @@ class DecodeLoop:
         self.model = model
         self.eos_token_ids, self.pad_token_id, self.stop_hit = eos_token_ids, pad_token_id, stop_hit
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        if base.config.vocab_size >= 2**24:  # ids travel to the host as float32
+            raise ConfigError(f"the in-process sampler takes vocabularies below 2^24 ids, not {base.config.vocab_size}")
         self.device = next(model.parameters()).device
         self.rows: list[_Row] = []
         self.cache = SlotCache(base.config.num_hidden_layers, self.device)
