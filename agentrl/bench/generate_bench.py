@@ -2,14 +2,17 @@
 
 The tiny policy, `trajectories` concurrent multi-turn episodes over the bundled code tasks (the real prompts,
 rendered by the chat template with the tool schemas; after each turn a fixed tool result is appended), through
-`TransformersPolicy.generate`. Three schedules, same prompts, same per-row seeds, in one run:
+`TransformersPolicy.generate`. Four schedules, same prompts, same per-row seeds, in one run:
 
 - alone: one request at a time (`max_batch_size=1`), i.e. each trajectory generated on its own;
 - static: requests are batched, but a new request waits until the running batch has drained;
-- continuous: a request joins the running decoding loop at its next step.
+- continuous: a request joins the running decoding loop at its next step;
+- continuous_no_reuse: the same, without parked prefixes (`prefix_cache_tokens=0`): every turn prefills its whole
+  context, and prompts sharing a system prompt prefill it each.
 
-Each row samples from its own seeded generator, so all three produce the same tokens (checked: the bench
-reports whether they did) and tokens/s compare equal work.
+Each row's randomness is keyed by its own seed and step, so all schedules produce the same tokens (checked: the
+bench reports whether they did; a reused prefix changes log-probs only by rounding) and tokens/s compare equal
+work. `prefilled_tokens` counts the prompt positions each schedule actually fed to the model.
 """
 
 from __future__ import annotations
@@ -64,8 +67,13 @@ def _measure(model: Any, tokenizer: Any, prompts, turns, max_new_tokens, **polic
     from agentrl.policy.transformers_policy import TransformersPolicy
 
     policy = TransformersPolicy(model, tokenizer, **policy_kwargs)
+    fed = [0]
+    hook = model.register_forward_pre_hook(lambda _m, _a, kw: _count(fed, kw), with_kwargs=True)
     started = time.perf_counter()
-    samples = asyncio.run(_episodes(policy, prompts, turns, max_new_tokens))
+    try:
+        samples = asyncio.run(_episodes(policy, prompts, turns, max_new_tokens))
+    finally:
+        hook.remove()
     seconds = time.perf_counter() - started
     rows = policy.stats.rows
     return {
@@ -73,18 +81,38 @@ def _measure(model: Any, tokenizer: Any, prompts, turns, max_new_tokens, **polic
         "tokens": sum(len(s) for s in samples),
         "decode_steps": policy.stats.batches,
         "prefills": policy.stats.prefills,
+        "prefilled_tokens": fed[0] - sum(rows),
+        "reused_prompt_tokens": policy.prefix_stats.reused_tokens,
         "mean_rows_per_step": round(sum(rows) / max(len(rows), 1), 2),
     }, samples
 
 
-MODES = {"alone": {"max_batch_size": 1}, "static": {"continuous": False}, "continuous": {}}
+def _count(fed: list[int], kwargs: dict) -> None:
+    fed[0] += kwargs["input_ids"].numel()
+
+
+MODES = {
+    "alone": {"max_batch_size": 1},
+    "static": {"continuous": False},
+    "continuous": {},
+    "continuous_no_reuse": {"prefix_cache_tokens": 0},
+}
 
 
 def run_benchmark(
-    trajectories: int = 32, turns: int = 2, max_new_tokens: int = 64, threads: int | None = None, repeats: int = 3
+    trajectories: int = 32,
+    turns: int = 2,
+    max_new_tokens: int = 64,
+    threads: int | None = None,
+    repeats: int = 3,
+    model_name: str = "tiny",
+    device: str = "cpu",
+    dtype: str = "float32",
 ) -> dict[str, Any]:
-    """`threads` sets torch's intra-op threads (None: torch's default). The three schedules run in turn, `repeats`
-    times, and each reports its median time: the machine may be shared, and a single run of a second is noisy."""
+    """`threads` sets torch's intra-op threads (None: torch's default). The schedules run in turn, `repeats`
+    times, and each reports its median time: the machine may be shared, and a single run of a second is noisy.
+    `model_name` is `tiny` or a checkpoint directory whose chat template uses Qwen's markup (`scripts/gpu_proof.py`
+    saves a random Qwen3 of a real size); `device` and `dtype` place its weights."""
     import statistics
 
     import torch
@@ -96,9 +124,9 @@ def run_benchmark(
     from agentrl.policy import resolve_model_path
     from agentrl.policy.loading import load_tokenizer
 
-    path = resolve_model_path("tiny")
+    path = resolve_model_path(model_name)
     tokenizer = load_tokenizer(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
     prompts = _prompts(tokenizer, trajectories)
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
     samples = []
@@ -108,6 +136,9 @@ def run_benchmark(
             runs[mode].append(result)
             samples.append(sampled)
     out: dict[str, Any] = {
+        "model": model_name,
+        "device": str(model.device),
+        "dtype": dtype,
         "trajectories": len(prompts),
         "turns": turns,
         "max_new_tokens_per_turn": max_new_tokens,
@@ -124,6 +155,7 @@ def run_benchmark(
         }
     out["speedup_vs_alone"] = round(out["continuous"]["tokens_per_s"] / out["alone"]["tokens_per_s"], 2)
     out["speedup_vs_static"] = round(out["continuous"]["tokens_per_s"] / out["static"]["tokens_per_s"], 2)
+    out["speedup_of_reuse"] = round(out["continuous"]["tokens_per_s"] / out["continuous_no_reuse"]["tokens_per_s"], 2)
     out["same_tokens"] = all(s == samples[0] for s in samples)
     out["target_speedup_vs_alone"] = TARGET_SPEEDUP
     return out

@@ -65,13 +65,18 @@ def bench_generate(
     max_new_tokens: Annotated[int, typer.Option(help="Token limit of one turn.")] = 64,
     threads: Annotated[int | None, typer.Option(help="torch intra-op threads (default: torch's).")] = None,
     repeats: Annotated[int, typer.Option(help="Runs of each schedule; the median counts.")] = 3,
+    model: Annotated[str, typer.Option(help="`tiny` or a checkpoint directory with Qwen's chat markup.")] = "tiny",
+    device: Annotated[str, typer.Option(help="Torch device of the model: `cpu`, `cuda`, ...")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="Dtype of the weights: `float32`, `bfloat16`.")] = "float32",
 ) -> None:
-    """Tokens/s of the tiny policy: continuous batching vs static batches vs each trajectory on its own."""
+    """Tokens/s of the in-process sampler (the tiny policy by default): continuous batching with and without prefix
+    reuse vs static batches vs each trajectory on its own."""
     import json
 
     from agentrl.bench.generate_bench import run_benchmark
 
-    typer.echo(json.dumps(run_benchmark(trajectories, turns, max_new_tokens, threads, repeats), indent=2))
+    result = run_benchmark(trajectories, turns, max_new_tokens, threads, repeats, model, device, dtype)
+    typer.echo(json.dumps(result, indent=2))
 
 
 @bench_app.command("learner")

@@ -64,6 +64,7 @@ def _sampler(config: PolicyConfig, model: Any, tokenizer: Any, settings: ChatSet
             tokenizer,
             max_batch_size=config.max_batch_size,
             batch_wait_ms=config.batch_wait_ms,
+            prefix_cache_tokens=config.prefix_cache_tokens,
             eos_token_ids=settings.eos_token_ids,
             **({"compute": compute} if compute is not None else {}),
         )

@@ -1,17 +1,23 @@
 """Continuous batched sampling with a Hugging Face causal LM, returning what RL needs.
 
-`DecodeLoop` is one KV-cached decoding loop whose rows come and go between steps: a joining prompt is
-prefilled on its own (left padding among the joiners), its first token is sampled from that prefill, and its
-cache is merged into the running batch; a row that finishes leaves the batch and the cache at once, and cache
-columns that no live row attends to any more are trimmed. So a request never waits for a batch to drain, and a
-long tail costs only its own rows. Every row samples from its own seeded generator, so a trajectory's draws do
-not depend on which other requests happened to share its steps. `sample_batch` runs a fixed set of prompts
-through one such loop.
+`DecodeLoop` is one KV-cached decoding loop whose rows come and go between steps. Each row owns a slot of a
+`SlotCache`: a joining prompt is prefilled into a free slot (joiners of one call share the forward pass), its first
+token is sampled from that prefill, and at every step each row's pending token is fed and the next sampled. A row
+that finishes leaves at once: the last row moves into its slot, nobody else's cache is copied.
+
+Prompts reuse what is already computed. A finished row's keys and values are parked in a `PrefixCache` under its
+token ids, so the next turn of a multi-turn episode (its prompt extends the last one) prefills only the new
+tokens; prompts of one call that share a prefix (a group's identical prompts, the system prompt of every task)
+have it prefilled once.
+
+Sampling runs on the device for the whole batch (`device_sampler.sample_step`): every row draws from counter-based
+randomness keyed by its own seed and step, so its tokens do not depend on which other requests happened to share
+its steps, and a step reads its results back in one transfer (`HostTransfer`), whatever the number of rows.
 
 A row may carry `RowOptions`: a listener that sees each token as it is sampled (streaming), how many of the most
-likely alternatives to report with it (computed only for rows that ask), and a rule that forbids tokens given what
-the row wrote so far (forbidden ids get probability 0 before temperature and top-p, so the log-probs describe the
-distribution actually sampled from). Rows without options sample exactly as before.
+likely alternatives to report with it (computed only when some row asks), and a rule that forbids tokens given
+what the row wrote so far (forbidden ids get probability 0 before temperature and top-p, so the log-probs describe
+the distribution actually sampled from). `sample_batch` runs a fixed set of prompts through one loop.
 """
 
 from __future__ import annotations
@@ -23,7 +29,17 @@ from typing import Any
 
 import torch
 
+from agentrl.errors import ConfigError
+from agentrl.policy.device_sampler import StepPlan, row_keys, sample_step
+from agentrl.policy.host_transfer import HostTransfer
+from agentrl.policy.prefix_cache import BLOCK, PrefixCache
+from agentrl.policy.row_tensors import KEYS, STEP, TEMPERATURE, TOP_P, RowTensors
+from agentrl.policy.slot_cache import SlotCache
+from agentrl.policy.slot_masks import SlotMasks
 from agentrl.protocols import SamplingParams
+
+GREEDY_BELOW = 1e-6
+"""Temperatures at or below this sample the argmax (and report the distribution at this temperature)."""
 
 
 @dataclass
@@ -61,66 +77,15 @@ class RowOptions:
 PLAIN = RowOptions()
 
 
-@dataclass
+@dataclass(eq=False)
 class _Row:
     key: Any
     params: SamplingParams
-    generator: torch.Generator
+    prompt: list[int]
     result: RowResult
     options: RowOptions = field(default=PLAIN)
-
-
-def _filter_top_p(logprobs_R_V: torch.Tensor, top_p_R: torch.Tensor) -> torch.Tensor:
-    """Mask out tokens outside each row's nucleus (the smallest set with mass ≥ top_p)."""
-    sorted_lp, order = logprobs_R_V.sort(dim=-1, descending=True)
-    cumulative = sorted_lp.exp().cumsum(-1)
-    drop_sorted = (cumulative - sorted_lp.exp()) >= top_p_R[:, None]
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return logprobs_R_V.masked_fill(drop, float("-inf")).log_softmax(-1)
-
-
-def _choose(
-    logits_R_V: torch.Tensor,
-    params: Sequence[SamplingParams],
-    generators: Sequence[torch.Generator],
-    forbidden: Sequence[Collection[int]] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Sample one token per row; return (tokens_R, sampler logprobs_R, entropies_R, sampler logprobs_R_V)."""
-    logits_R_V = logits_R_V.float()
-    if forbidden is not None:
-        logits_R_V = logits_R_V.clone()  # `.float()` of float logits is the model's own tensor
-        for r, ids in enumerate(forbidden):
-            if ids:
-                logits_R_V[r, torch.tensor(sorted(ids), dtype=torch.long, device=logits_R_V.device)] = float("-inf")
-    temps = torch.tensor([max(p.temperature, 1e-6) for p in params], device=logits_R_V.device)
-    logprobs_R_V = (logits_R_V / temps[:, None]).log_softmax(-1)
-    top_p = torch.tensor([p.top_p for p in params], device=logits_R_V.device)
-    if bool((top_p < 1.0).any()):
-        logprobs_R_V = _filter_top_p(logprobs_R_V, top_p)
-    probs_R_V = logprobs_R_V.exp()
-    entropies_R = -(probs_R_V * logprobs_R_V.nan_to_num(neginf=0.0)).sum(-1)
-    tokens = []
-    for r, (p, g) in enumerate(zip(params, generators, strict=False)):
-        if p.temperature <= 0:
-            tokens.append(int(logprobs_R_V[r].argmax()))
-        else:
-            tokens.append(int(torch.multinomial(probs_R_V[r].cpu(), 1, generator=g)))
-    tokens_R = torch.tensor(tokens, device=logits_R_V.device)
-    return tokens_R, logprobs_R_V.gather(-1, tokens_R[:, None])[:, 0], entropies_R, logprobs_R_V
-
-
-def _top(logprobs_R_V: torch.Tensor, ks: Sequence[int]) -> list[tuple[tuple[int, float], ...]]:
-    """Each row's `ks[r]` most likely ids with their log-probs (nothing is computed when no row asks)."""
-    k = min(max(ks, default=0), logprobs_R_V.shape[-1])
-    if k <= 0:
-        return [()] * len(ks)
-    values, ids = (t.tolist() for t in logprobs_R_V.topk(k, dim=-1))
-    return [tuple(zip(ids[r][: ks[r]], values[r][: ks[r]], strict=True)) for r in range(len(ks))]
-
-
-def _layers(cache: Any) -> list[Any]:
-    """The per-layer key/value holders of a DynamicCache (transformers ≥ 4.56 keeps them in `layers`)."""
-    return list(cache.layers)
+    position: int = 0
+    """Positions whose keys and values are in the row's slot (the pending token goes at this one)."""
 
 
 def _cache_keyword(model: torch.nn.Module) -> str:
@@ -130,19 +95,10 @@ def _cache_keyword(model: torch.nn.Module) -> str:
     return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
 
 
-def _left_pad(x: torch.Tensor, columns: int, dim: int) -> torch.Tensor:
-    if columns == 0:
-        return x
-    shape = list(x.shape)
-    shape[dim] = columns
-    return torch.cat([x.new_zeros(shape), x], dim=dim)
-
-
 class DecodeLoop:
     """The live rows of one KV-cached decoding loop; rows join (prefill) and leave between steps.
 
-    Between steps the state is: a cache of C columns, an attention mask of C + 1 columns (the last one is each
-    row's pending token, sampled but not yet fed), and the pending tokens.
+    Row i of `rows` lives in slot i of `cache`; its per-row device state is row i of `state`.
     """
 
     def __init__(
@@ -152,165 +108,256 @@ class DecodeLoop:
         eos_token_ids: set[int],
         pad_token_id: int,
         stop_hit: Callable[[Any, SamplingParams, list[int]], bool] | None = None,
+        prefix_cache_tokens: int = 0,
     ):
         self.model = model
         self.eos_token_ids, self.pad_token_id, self.stop_hit = eos_token_ids, pad_token_id, stop_hit
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        if base.config.vocab_size >= 2**24:  # ids travel to the host as float32
+            raise ConfigError(f"the in-process sampler takes vocabularies below 2^24 ids, not {base.config.vocab_size}")
         self.device = next(model.parameters()).device
         self.rows: list[_Row] = []
-        self.cache: Any = None
-        self.attention: torch.Tensor | None = None
-        self.pending: torch.Tensor | None = None
+        self.cache = SlotCache(base.config.num_hidden_layers, self.device)
+        self.state = RowTensors(self.device)
+        self.masks = SlotMasks(base.config, base.get_input_embeddings().weight.dtype)
+        self.prefix = PrefixCache(prefix_cache_tokens)
+        self.transfer = HostTransfer(self.device)
         self.forwards = 0
+        self._inference: bool | None = None
         self._cache_keyword = _cache_keyword(model)
         # a prefill needs the last position's logits only; every prompt position's is most of its cost
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
         takes = "logits_to_keep" in inspect.signature(type(base).forward).parameters
         self._last_logits = {"logits_to_keep": 1} if takes else {}
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    @torch.inference_mode()
     def add(
         self,
         requests: Sequence[tuple[Any, Sequence[int], SamplingParams, int]],
         options: Sequence[RowOptions] | None = None,
     ) -> list[tuple[Any, RowResult]]:
         """Prefill `(key, prompt_ids, params, seed)` requests (with `options`, one per request), sample their first
-        token and merge them in. Returns the rows that finished on that first token."""
-        from transformers import DynamicCache
-
+        token and let them join. Returns the rows that finished on that first token."""
         if not requests:
             return []
-        options = options if options is not None else [PLAIN] * len(requests)
-        n, longest = len(requests), max(len(prompt) for _, prompt, _, _ in requests)
-        ids = torch.full((n, longest), self.pad_token_id, dtype=torch.long)
-        attention = torch.zeros((n, longest), dtype=torch.long)
-        rows = []
-        for r, (key, prompt, params, seed) in enumerate(requests):
-            ids[r, longest - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
-            attention[r, longest - len(prompt) :] = 1
-            generator = torch.Generator(device="cpu")
-            generator.manual_seed(int(seed))
-            rows.append(_Row(key, params, generator, RowResult([], [], [], "length"), options[r]))
-        cache = DynamicCache()
-        logits = self._forward(ids.to(self.device), attention.to(self.device), cache)
-        done, keep = self._sample(rows, logits)
-        attention = torch.cat([attention.to(self.device), attention.new_ones((n, 1), device=self.device)], dim=1)
-        tokens = torch.tensor([row.result.token_ids[-1] for row in rows], device=self.device)
-        self._select(cache, keep)
-        self._merge([rows[i] for i in keep], cache, attention[keep], tokens[keep])
-        return done
+        with self._grad_mode():
+            return self._add(requests, options if options is not None else [PLAIN] * len(requests))
 
-    @torch.inference_mode()
     def step(self) -> list[tuple[Any, RowResult]]:
         """Feed every row its pending token and sample the next; returns the rows that finished."""
         if not self.rows:
             return []
-        assert self.attention is not None and self.pending is not None
-        logits = self._forward(self.pending[:, None], self.attention, self.cache)
-        done, keep = self._sample(self.rows, logits)
-        if not keep:
-            self.rows, self.cache, self.attention, self.pending = [], None, None, None
-            return done
-        tokens = torch.tensor([row.result.token_ids[-1] for row in self.rows], device=self.device)
-        attention = torch.cat([self.attention, self.attention.new_ones((len(self.rows), 1))], dim=1)
-        if len(keep) < len(self.rows):
-            self._select(self.cache, keep)
-            self.rows = [self.rows[i] for i in keep]
-            attention, tokens = attention[keep], tokens[keep]
-        self.attention, self.pending = attention, tokens
-        self._trim()
-        return done
+        with self._grad_mode():
+            rows = len(self.rows)
+            width = max(row.position for row in self.rows) + 1
+            ints = self.state.ints[:rows]
+            logits = self._forward(ints[:, 0:1], ints[:, 1:2], 0, width)
+            return self._sample(0, logits)
 
     def drop(self, keys: set[Any]) -> None:
         """Remove rows whose caller no longer waits for them (cancelled requests)."""
-        keep = [i for i, row in enumerate(self.rows) if row.key not in keys]
-        if len(keep) == len(self.rows):
+        with self._grad_mode():
+            self._remove([i for i, row in enumerate(self.rows) if row.key in keys], park=False)
+
+    def forget(self) -> None:
+        """The weights changed: parked keys and values describe the old ones."""
+        self.prefix.clear()
+
+    def release(self) -> None:
+        """Free the slots' memory (only while no row is live); parked prefixes stay."""
+        if not self.rows:
+            self.cache.release()
+
+    def _grad_mode(self) -> Any:
+        """`inference_mode`, the cheapest to dispatch, unless autocast is on: its cache of cast weights holds only
+        outside inference mode (inside, every forward pass casts every weight again). Chosen at the first call, so
+        the loop's tensors are all of one kind."""
+        if self._inference is None:
+            self._inference = not torch.is_autocast_enabled(self.device.type)
+        return torch.inference_mode() if self._inference else torch.no_grad()
+
+    def _add(self, requests, options) -> list[tuple[Any, RowResult]]:
+        prompts = [list(prompt) for _, prompt, _, _ in requests]
+        if not all(prompts):
+            raise ValueError("a prompt needs at least one token")
+        self._prefill_shared(prompts)
+        first = len(self.rows)
+        reused = self._load_prefixes(first, prompts)
+        ints, floats = [], []
+        for (key, prompt, params, seed), option in zip(requests, options, strict=True):
+            self.rows.append(_Row(key, params, list(prompt), RowResult([], [], [], "length"), option, len(prompt) - 1))
+            ints.append([0, len(prompt) - 1, 0, *row_keys(int(seed))])
+            # top-p of 1 or more keeps every id (2.0: above any rounding of the cumulative mass); of 0, the argmax
+            floats.append([max(params.temperature, GREEDY_BELOW), max(params.top_p, 1e-9) if params.top_p < 1 else 2.0])
+        self.state.write(first, ints, floats)
+        logits = self._prefill(first, [p[n:] for p, n in zip(prompts, reused, strict=True)], reused)
+        return self._sample(first, logits)
+
+    # --- prefill --------------------------------------------------------------------------------------------
+
+    def _prefill_shared(self, prompts: list[list[int]]) -> None:
+        """Prefill once, and park, what several joiners' prompts share: first the common prefix of prompts that
+        begin alike (a system prompt), then each prompt that several joiners send (a group)."""
+        if not self.prefix.budget_tokens or len(prompts) < 2:
             return
-        self._select(self.cache, keep)
-        self.rows = [self.rows[i] for i in keep]
-        if self.rows:
-            assert self.attention is not None and self.pending is not None
-            self.attention, self.pending = self.attention[keep], self.pending[keep]
-            self._trim()
-        else:
-            self.cache = self.attention = self.pending = None
+        alike: dict[tuple[int, ...], list[list[int]]] = {}
+        for p in prompts:
+            if len(p) > BLOCK:
+                alike.setdefault(tuple(p[:BLOCK]), []).append(p)
+        same: dict[tuple[int, ...], int] = {}
+        for p in prompts:
+            same[tuple(p)] = same.get(tuple(p), 0) + 1
+        for wanted in (
+            [p[: _common_prefix_length(group)] for group in alike.values() if len(group) > 1],
+            [list(p[:-1]) for p, count in same.items() if count > 1],
+        ):
+            self._park_prefixes([p for p in wanted if len(p) >= BLOCK and self.prefix.match(p)[1] < len(p)])
 
-    # --- internals -------------------------------------------------------------------------------------
+    def _park_prefixes(self, prefixes: list[list[int]]) -> None:
+        """Prefill `prefixes` in spare slots (no token sampled) and park their keys and values."""
+        if not prefixes:
+            return
+        first = len(self.rows)
+        self.state.reserve(first + len(prefixes))
+        reused = self._load_prefixes(first, [p + [0] for p in prefixes])
+        self._prefill(first, [p[n:] for p, n in zip(prefixes, reused, strict=True)], reused)
+        for i, p in enumerate(prefixes):
+            self.prefix.park(p, self.cache.export(first + i, len(p)))
 
-    def _forward(self, input_ids: torch.Tensor, attention: torch.Tensor, cache: Any) -> torch.Tensor:
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
+    def _load_prefixes(self, first: int, prompts: list[list[int]]) -> list[int]:
+        """Copy each prompt's longest parked prefix into its slot (first + i); the positions each got."""
+        found = [self.prefix.lookup(p) if self.prefix.budget_tokens else (None, 0) for p in prompts]
+        longest = max(len(p) for p in prompts)
+        self.cache.reserve(first + len(prompts), longest)
+        self.state.reserve(first + len(prompts), longest)
+        for i, (entry, n) in enumerate(found):
+            if entry is not None:
+                self.cache.load(first + i, entry.kv, n)
+        return [n for _, n in found]
+
+    def _prefill(self, first: int, suffixes: list[list[int]], starts: list[int]) -> torch.Tensor:
+        """Feed each suffix at positions starts[i]... of slot first + i, in one forward pass; the logits after
+        each suffix's last token. Shorter suffixes are left-padded; the padding is written past the row's end,
+        where no query of the row looks."""
+        longest = max(len(s) for s in suffixes)
+        ids, positions = [], []
+        for suffix, start in zip(suffixes, starts, strict=True):
+            pad = longest - len(suffix)
+            ids.append([self.pad_token_id] * pad + suffix)
+            end = start + len(suffix)
+            positions.append(list(range(end, end + pad)) + list(range(start, end)))
+        both = torch.tensor([ids, positions], dtype=torch.long).to(self.device, non_blocking=True)
+        width = max(starts) + longest
+        return self._forward(both[0], both[1], first, width)
+
+    def _forward(self, ids_N_T: torch.Tensor, positions_N_T: torch.Tensor, first: int, width: int) -> torch.Tensor:
+        rows = ids_N_T.shape[0]
+        self.state.reserve(first + rows, width)
+        width = self.cache.begin(first, positions_N_T, width, self.state.arange[first : first + rows, None, None])
+        self.state.reserve(first + rows, width)
         out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=positions,
+            input_ids=ids_N_T,
+            attention_mask=self.masks.build(positions_N_T, self.state.arange[:width]),
+            position_ids=positions_N_T,
             use_cache=True,
-            **{self._cache_keyword: cache},
+            **{self._cache_keyword: self.cache},
             **self._last_logits,
         )
         self.forwards += 1
         return out.logits[:, -1, :]
 
-    def _sample(self, rows: list[_Row], logits_R_V: torch.Tensor) -> tuple[list[tuple[Any, RowResult]], list[int]]:
-        forbidden = None
-        if any(row.options.forbid is not None for row in rows):
-            forbidden = [() if row.options.forbid is None else row.options.forbid(row.result.token_ids) for row in rows]
-        tokens, logprobs, entropies, dist_R_V = _choose(
-            logits_R_V, [r.params for r in rows], [r.generator for r in rows], forbidden
+    # --- sampling and finishing -------------------------------------------------------------------------------
+
+    def _sample(self, first: int, logits_N_V: torch.Tensor) -> list[tuple[Any, RowResult]]:
+        rows = self.rows[first:]
+        n = len(rows)
+        greedy = sum(row.params.temperature <= GREEDY_BELOW for row in rows)
+        plan = StepPlan(
+            greedy="none" if greedy == 0 else "all" if greedy == n else "some",
+            top_p=any(row.params.top_p < 1 for row in rows),
+            top_k=max(row.options.top_logprobs for row in rows),
         )
-        top = _top(dist_R_V, [row.options.top_logprobs for row in rows])
-        done, keep = [], []
-        for b, row in enumerate(rows):
-            res, tok = row.result, int(tokens[b])
-            res.token_ids.append(tok)
-            res.logprobs.append(float(logprobs[b]))
-            res.entropies.append(float(entropies[b]))
-            finish = None
-            if tok in self.eos_token_ids:
-                finish = "stop"
-            elif self.stop_hit is not None and self.stop_hit(row.key, row.params, res.token_ids):
-                finish = "tool_call"
-            elif len(res.token_ids) >= row.params.max_new_tokens:
-                finish = "length"
-            if row.options.on_token is not None:
-                row.options.on_token(TokenStep(tok, res.logprobs[-1], top[b], finish))
-            if finish is None:
-                keep.append(b)
-                continue
-            res.finish_reason = finish
-            done.append((row.key, res))
-        return done, keep
+        ints, floats = self.state.ints[first : first + n], self.state.floats[first : first + n]
+        tokens_N, packed_N_K = sample_step(
+            logits_N_V, floats[:, TEMPERATURE], floats[:, TOP_P], ints[:, KEYS], ints[:, STEP], plan,
+            self._banned(rows, logits_N_V.shape[-1]),
+        )  # fmt: skip
+        self.state.advance(first, n, tokens_N)
+        finished, done = [], []
+        for i, (row, values) in enumerate(zip(rows, self.transfer.read(packed_N_K), strict=True)):
+            finish = self._record(row, values, plan.top_k)
+            if finish is not None:
+                row.result.finish_reason = finish
+                finished.append(first + i)
+                done.append((row.key, row.result))
+        self._remove(finished, park=True)
+        return done
 
-    def _select(self, cache: Any, keep: list[int]) -> None:
-        index = torch.tensor(keep, dtype=torch.long, device=self.device)
-        for layer in _layers(cache):
-            layer.keys, layer.values = layer.keys[index], layer.values[index]
+    def _record(self, row: _Row, values: list[float], k: int) -> str | None:
+        """Append a sampled token to its row, tell the row's listener; the finish reason if the row is done."""
+        res, token = row.result, int(values[0])
+        res.token_ids.append(token)
+        res.logprobs.append(values[1])
+        res.entropies.append(values[2])
+        row.position += 1
+        finish = None
+        if token in self.eos_token_ids:
+            finish = "stop"
+        elif self.stop_hit is not None and self.stop_hit(row.key, row.params, res.token_ids):
+            finish = "tool_call"
+        elif len(res.token_ids) >= row.params.max_new_tokens:
+            finish = "length"
+        if row.options.on_token is not None:
+            asked = row.options.top_logprobs
+            top = tuple(zip((int(i) for i in values[3 + k : 3 + k + asked]), values[3 : 3 + asked], strict=True))
+            row.options.on_token(TokenStep(token, values[1], top, finish))
+        return finish
 
-    def _merge(self, rows: list[_Row], cache: Any, attention: torch.Tensor, tokens: torch.Tensor) -> None:
-        if not rows:
+    def _banned(self, rows: list[_Row], vocab: int) -> torch.Tensor | None:
+        """Each row's forbidden ids as a mask (None when no row forbids anything)."""
+        if all(row.options.forbid is None for row in rows):
+            return None
+        pairs: list[tuple[int, int]] = []
+        for r, row in enumerate(rows):
+            if row.options.forbid is not None:
+                pairs += [(r, i) for i in row.options.forbid(row.result.token_ids) if 0 <= i < vocab]
+        mask = torch.zeros((len(rows), vocab), dtype=torch.bool, device=self.device)
+        if pairs:
+            index = torch.tensor(pairs, dtype=torch.long).to(self.device, non_blocking=True)
+            mask[index[:, 0], index[:, 1]] = True
+        return mask
+
+    def _remove(self, leaving: list[int], *, park: bool) -> None:
+        """Rows leave: park their keys and values (if `park`), then fill their slots with the last rows."""
+        if not leaving:
             return
-        if not self.rows:
-            self.rows, self.cache, self.attention, self.pending = rows, cache, attention, tokens
-            return
-        assert self.attention is not None and self.pending is not None
-        old, new = self.attention.shape[1], attention.shape[1]
-        width = max(old, new)
-        for mine, theirs in zip(_layers(self.cache), _layers(cache), strict=True):
-            mine.keys = torch.cat([_left_pad(mine.keys, width - old, 2), _left_pad(theirs.keys, width - new, 2)])
-            mine.values = torch.cat([_left_pad(mine.values, width - old, 2), _left_pad(theirs.values, width - new, 2)])
-        self.attention = torch.cat([_left_pad(self.attention, width - old, 1), _left_pad(attention, width - new, 1)])
-        self.pending = torch.cat([self.pending, tokens])
-        self.rows = self.rows + rows
+        if park and self.prefix.budget_tokens:
+            for i in leaving:
+                row = self.rows[i]
+                ids = (row.prompt + row.result.token_ids)[: row.position]
+                if len(ids) >= BLOCK:
+                    self.prefix.park(ids, self.cache.export(i, row.position))
+        gone = set(leaving)
+        kept = len(self.rows) - len(gone)
+        holes = sorted(i for i in gone if i < kept)
+        movers = [i for i in range(kept, len(self.rows)) if i not in gone]
+        if holes:
+            self.cache.move(movers, holes, max(self.rows[i].position for i in movers))
+            self.state.move(movers, holes)
+            for source, target in zip(movers, holes, strict=True):
+                self.rows[target] = self.rows[source]
+        del self.rows[kept:]
 
-    def _trim(self) -> None:
-        """Drop leading cache columns that every live row masks out (left by rows that left)."""
-        assert self.attention is not None
-        cut = int(self.attention.argmax(dim=1).min())
-        if cut > 0:
-            self.attention = self.attention[:, cut:]
-            for layer in _layers(self.cache):
-                layer.keys, layer.values = layer.keys[:, :, cut:], layer.values[:, :, cut:]
+
+def _common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
+    """Length of the longest prefix all `seqs` share, at most the shortest one's length less one."""
+    low, high = min(seqs), max(seqs)  # lexicographic: whatever all share, these two share
+    limit = min(len(s) for s in seqs) - 1
+    n = 0
+    while n < limit and low[n] == high[n]:
+        n += 1
+    return n
 
 
 def sample_batch(
@@ -322,10 +369,14 @@ def sample_batch(
     pad_token_id: int,
     stop_hit: Callable[[int, list[int]], bool] | None = None,
     seeds: Sequence[int] | None = None,
+    prefix_cache_tokens: int = 0,
 ) -> list[RowResult]:
     """Sample a continuation for every prompt. `stop_hit(row, ids)` reports a stop string at the end of ids."""
     hit = None if stop_hit is None else (lambda key, _params, ids: stop_hit(key, ids))
-    batch = DecodeLoop(model, eos_token_ids=eos_token_ids, pad_token_id=pad_token_id, stop_hit=hit)
+    batch = DecodeLoop(
+        model, eos_token_ids=eos_token_ids, pad_token_id=pad_token_id, stop_hit=hit,
+        prefix_cache_tokens=prefix_cache_tokens,
+    )  # fmt: skip
     if seeds is None:
         seeds = [int(torch.randint(0, 2**62, (1,))) for _ in prompts]
     results: dict[int, RowResult] = dict(batch.add([(r, p, params[r], int(seeds[r])) for r, p in enumerate(prompts)]))

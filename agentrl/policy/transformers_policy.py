@@ -7,6 +7,12 @@ hundreds of concurrent trajectories share forward passes without waiting for one
 The loop runs in a worker thread, so tool calls of other trajectories proceed on the event loop meanwhile.
 `continuous=False` admits new requests only when the loop is empty (static batches, for comparison).
 
+The loop outlives its decoding sessions: finished rows' keys and values stay parked (up to
+`prefix_cache_tokens` positions) so that a trajectory's next turn prefills only what its tool added, until the
+weights change (`sync_weights`, or a new `version`). The learner's compute context (`compute`, e.g. its autocast)
+is entered once per decoding session, not per step, so whatever it caches (autocast's casts of the weights)
+lives as long as the session.
+
 `generate` also streams: `on_token` sees every sampled token (a `TokenStep`, on the caller's event loop, before the
 completion resolves), with the `top_logprobs` most likely alternatives when asked; `forbid` keeps ids out of the
 sample. None of them changes what is sampled for a request that does not forbid anything.
@@ -23,9 +29,10 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.errors import SamplerError
+from agentrl.errors import InputError, SamplerError
 from agentrl.policy.decode_loop import PLAIN, DecodeLoop, RowOptions, RowResult, TokenStep
 from agentrl.policy.request_merger import RequestMerger
+from agentrl.policy.stop_strings import StopStrings
 from agentrl.protocols import SamplingParams
 from agentrl.types import Completion
 
@@ -109,6 +116,7 @@ class TransformersPolicy:
         continuous: bool = True,
         eos_token_ids: Iterable[int] = (),
         compute: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
+        prefix_cache_tokens: int = 32768,
     ):
         from agentrl.policy.loading import check_in_process_sampler
 
@@ -131,6 +139,12 @@ class TransformersPolicy:
         self._compute = compute
         pad = tokenizer.pad_token_id
         self._pad = pad if pad is not None else next(iter(self._eos))
+        self.prefix_cache_tokens = prefix_cache_tokens
+        self._stops = StopStrings(tokenizer)
+        self._loop: DecodeLoop | None = None
+        self._loop_version = 0
+        self._decoding = False
+        self._stale = False
         self._seed_counter = 0
         self.score_stats = ScoreStats()
         self._scores = RequestMerger(self._score_rows, self.batch_wait_s)
@@ -174,6 +188,8 @@ class TransformersPolicy:
         """Sample one continuation. `on_token(step)` runs on this event loop for every token as it is sampled, with
         the `top_logprobs` most likely ids of the sampling distribution; `forbid(ids)` names the ids the next
         token may not be (called in the decoding thread)."""
+        if not prompt_ids:
+            raise InputError("generate needs a prompt of at least one token")
         self._ensure_worker()
         assert self._wakeup is not None
         if params.seed is None:
@@ -193,6 +209,17 @@ class TransformersPolicy:
     def sync_weights(self) -> None:
         """The learner updated the shared model in place: only the version moves."""
         self.version += 1
+
+    def release_memory(self) -> None:
+        """Drop the parked prefixes and free the cache's slots now, before something else needs the memory (the
+        learner's update: what was parked describes weights about to change). While a decoding session runs, its
+        next step drops them instead."""
+        with self._lock:
+            self._stale = True
+            if not self._decoding and self._loop is not None:
+                self._loop.forget()
+                self._loop.release()
+                self._stale = False
 
     async def aclose(self) -> None:
         if self._worker is not None:
@@ -223,22 +250,43 @@ class TransformersPolicy:
                 if self._inbox:
                     self._wakeup.set()
 
+    @property
+    def prefix_stats(self) -> Any:
+        """What the parked prefixes saved (`PrefixStats`: hits, reused tokens, parked, evicted)."""
+        return self._decode_loop().prefix.stats
+
+    def _decode_loop(self) -> DecodeLoop:
+        if self._loop is None:
+            self._loop = DecodeLoop(
+                self.model,
+                eos_token_ids=self._eos,
+                pad_token_id=self._pad,
+                stop_hit=lambda _request, params, ids: self._stops.hit(params.stop, ids),
+                prefix_cache_tokens=self.prefix_cache_tokens,
+            )
+            self._loop_version = self.version
+        return self._loop
+
     def _decode_until_idle(self) -> None:
         """The decoding loop (worker thread): admit waiting requests between steps until nothing is live."""
-        decode = self.tokenizer.decode
-
-        def stop_hit(_request: _Request, params: SamplingParams, ids: list[int]) -> bool:
-            if not params.stop:
-                return False
-            tail = decode(ids[-8:], skip_special_tokens=False)
-            return any(tail.endswith(s) for s in params.stop)
-
-        batch = DecodeLoop(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
+        batch = self._decode_loop()
         was_training = self.model.training
         self.model.eval()
         started = time.perf_counter()
+        session = contextlib.ExitStack()
+        with self._lock:
+            self._decoding = True
         try:
+            session.enter_context(self._compute())
             while True:
+                if self._loop_version != self.version:  # new weights: parked prefixes and cached casts are stale
+                    batch.forget()
+                    self._loop_version = self.version
+                    session.close()
+                    session.enter_context(self._compute())
+                if self._stale:
+                    batch.forget()
+                    self._stale = False
                 joining: list[_Request] = []
                 with self._lock:
                     room = self.max_batch_size - len(batch) if self.continuous or not len(batch) else 0
@@ -247,25 +295,32 @@ class TransformersPolicy:
                 if not joining and not len(batch):
                     return
                 try:
-                    with self._compute():
-                        if joining:
-                            self.stats.prefills += 1
-                        requests = [(r, r.prompt_ids, r.params, r.seed) for r in joining]
-                        self._finish(batch.add(requests, [r.options for r in joining]))
-                        batch.drop({row.key for row in batch.rows if row.key.future.done()})  # cancelled callers
-                        if len(batch):
-                            self.stats.rows.append(len(batch))
-                            self.stats.batches += 1
-                            self._finish(batch.step())
+                    self._admit_and_step(batch, joining)
                 except Exception as e:  # a failed step fails the requests in it, not the worker
                     failed = SamplerError(f"decoding failed: {type(e).__name__}: {e}")
                     failed.__cause__ = e
                     for request in joining + [row.key for row in batch.rows]:
                         request.loop.call_soon_threadsafe(_settle, request.future, None, failed)
-                    batch = DecodeLoop(self.model, eos_token_ids=self._eos, pad_token_id=self._pad, stop_hit=stop_hit)
+                    self._loop = None
+                    batch = self._decode_loop()
         finally:
+            session.close()
+            with self._lock:
+                self._decoding = False
+                batch.release()
             self.model.train(was_training)
             self.stats.busy_s += time.perf_counter() - started
+
+    def _admit_and_step(self, batch: DecodeLoop, joining: list[_Request]) -> None:
+        if joining:
+            self.stats.prefills += 1
+            requests = [(r, r.prompt_ids, r.params, r.seed) for r in joining]
+            self._finish(batch.add(requests, [r.options for r in joining]))
+        batch.drop({row.key for row in batch.rows if row.key.future.done()})  # cancelled callers
+        if len(batch):
+            self.stats.rows.append(len(batch))
+            self.stats.batches += 1
+            self._finish(batch.step())
 
     def _finish(self, done: list[tuple[_Request, RowResult]]) -> None:
         decode = self.tokenizer.decode

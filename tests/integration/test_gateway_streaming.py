@@ -44,6 +44,18 @@ def task_messages(k: int) -> list[dict]:
     return [{"role": "system", "content": tasks.SYSTEM_PROMPT}, {"role": "user", "content": task.prompt}]
 
 
+def same_up_to_rounding(a, b) -> bool:
+    """Equal, with floats (log-probs) equal to 1e-5: a repeated prompt reuses the keys and values parked by the
+    first request, computed in another batch, so its log-probs may differ in the last bits."""
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-5
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_up_to_rounding(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_up_to_rounding(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 def streamed(client: OpenAI, **request) -> dict:
     """A streamed reply joined as a client joins it, with what the joining saw."""
     out = {"content": [], "reasoning": "", "calls": {}, "logprobs": [], "finish": None, "usage": None, "extra": None}
@@ -208,11 +220,11 @@ def test_top_logprobs_are_the_k_most_likely_tokens_of_the_sampling_distribution(
         found += bool(same)
         assert all(t["logprob"] == pytest.approx(entry["logprob"], abs=1e-5) for t in same)
     assert found == len(entries)  # at T = 0.8 the tiny policy samples among its top 5
-    assert streamed(client, **request)["logprobs"] == entries  # the same entries, chunk by chunk
+    assert same_up_to_rounding(streamed(client, **request)["logprobs"], entries)  # the same entries, chunk by chunk
 
     plain = client.chat.completions.create(**{**request, "top_logprobs": 0}).choices[0]
     assert [t.top_logprobs for t in plain.logprobs.content] == [[]] * len(entries)
-    assert [t.logprob for t in plain.logprobs.content] == [t["logprob"] for t in entries]
+    assert same_up_to_rounding([t.logprob for t in plain.logprobs.content], [t["logprob"] for t in entries])
     import openai
 
     for bad in ({"top_logprobs": 21}, {"top_logprobs": 2, "logprobs": False}):
@@ -247,7 +259,8 @@ def test_the_recorded_episode_is_the_same_streamed_or_not(tmp_path):
     (plain,), (streamed_,) = service.recorder.episodes("plain"), service.recorder.episodes("streamed")
     a, b = plain.trajectory(), streamed_.trajectory()
     assert len(a.turns) == len(b.turns) == 2 and not plain.mismatches and not streamed_.mismatches
-    assert a.token_ids == b.token_ids and a.loss_mask == b.loss_mask and a.sampler_logprobs == b.sampler_logprobs
+    assert a.token_ids == b.token_ids and a.loss_mask == b.loss_mask
+    assert same_up_to_rounding(list(a.sampler_logprobs), list(b.sampler_logprobs))
     forced = ChatFormat(service.tokenizer, TOOLS).encode('<tool_call>\n{"name": "calculate", "arguments":')
     assert list(a.prompt_ids[-len(forced) :]) == forced  # the forced opening: prompt, outside the loss mask
 
@@ -287,7 +300,7 @@ def test_random_models_of_real_families_stream_the_non_streamed_message(family, 
             assert out["reasoning"] == ((message.model_extra or {}).get("reasoning_content") or "")
             assert joined_calls(out) == calls_of(message) and out["finish"] == whole.choices[0].finish_reason
             assert out["extra"]["token_ids"] == whole.model_extra["agentrl"]["token_ids"]
-            assert out["logprobs"] == [t.model_dump() for t in whole.choices[0].logprobs.content]
+            assert same_up_to_rounding(out["logprobs"], [t.model_dump() for t in whole.choices[0].logprobs.content])
             prompts[choice] = whole.model_extra["agentrl"]["prompt_token_ids"]
     # required opens a call to the one tool, up to its arguments (whatever the random model writes after that)
     chat = ChatFormat.of(service.policy, TOOLS)

@@ -52,19 +52,26 @@ def test_rows_that_join_mid_decode_sample_as_if_alone(model):
     assert max(widths) >= 3  # they really shared steps
     for r, (prompt, seed) in enumerate(zip(PROMPTS, SEEDS, strict=True)):
         assert results[r].token_ids == alone(model, prompt, seed).token_ids
-    assert batch.cache is None and batch.attention is None  # nothing left behind
+    assert not batch.rows
+    batch.release()
+    assert not batch.cache.allocated  # nothing left behind
 
 
-def test_finished_rows_leave_and_dead_columns_are_trimmed(model):
+def test_a_leaving_row_moves_only_the_last_row_into_its_slot(model):
     short, long = SamplingParams(max_new_tokens=2), SamplingParams(max_new_tokens=10)
     batch = DecodeLoop(model, eos_token_ids=set(), pad_token_id=PAD_ID)
-    batch.add([("long", [1, 2], long, 1), ("short", list(range(3, 40)), short, 2)])
-    assert batch.attention.shape[1] == 38  # the long prompt is left-padded to the short row's length
+    batch.add([("first", [1, 2], long, 1), ("short", list(range(3, 40)), short, 2), ("last", [4, 5, 6], long, 3)])
+    keys = batch.cache.keys[0]
+    first_before = keys[0, :, :2].clone()  # the prompts' positions
+    last_before = keys[2, :, :3].clone()
     done = batch.step()
-    assert [key for key, _ in done] == ["short"] and len(batch) == 1
-    # the padding in front of the long row is gone once the short row has left
-    assert batch.attention.shape[1] == 4 and bool(batch.attention.all())
-    assert batch.cache.layers[0].keys.shape[2] == 3
+    assert [key for key, _ in done] == ["short"] and [row.key for row in batch.rows] == ["first", "last"]
+    assert batch.cache.keys[0] is keys  # the slots stay where they are: no cache is rebuilt
+    assert torch.equal(keys[0, :, :2], first_before)  # the first row's slot is untouched
+    assert torch.equal(keys[1, :, :3], last_before)  # the last row now lives in the short row's slot
+    # a joiner takes the free slot after the live rows
+    batch.add([("joiner", [7, 8], long, 4)])
+    assert [row.key for row in batch.rows] == ["first", "last", "joiner"]
 
 
 async def test_policy_admits_a_request_into_the_running_loop(model, tiny_tokenizer):

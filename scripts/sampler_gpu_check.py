@@ -1,0 +1,130 @@
+"""The in-process sampler on a GPU: decoding speed by batch size against transformers' `generate`, the device's
+synchronisations per step, and the sampler-learner log-prob gap, on a random Qwen3 of a real size (no download).
+
+    python scripts/sampler_gpu_check.py --size 0.5b --device cuda --dtype bfloat16      # on a GPU machine
+    python scripts/sampler_gpu_check.py --size tiny --device cpu --steps 8              # a smoke test
+
+For each number of rows: milliseconds per decoding step and tokens/s of `DecodeLoop` (after a few warm-up steps),
+the same for `model.generate` (sampling, same rows and prompt length), and the synchronising CUDA calls the loop's
+steps made (`torch.cuda.set_sync_debug_mode`: the loop's one wait per step is an event, which it does not count,
+so anything counted is a hidden synchronisation). Then the learner's teacher-forced log-probs of what the loop
+sampled, in the same dtype, and their largest and mean difference from the sampler's. Printed as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def synchronize(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_loop(model: Any, prompts: list[list[int]], steps: int, device: str) -> dict[str, Any]:
+    import torch
+
+    from agentrl.policy.decode_loop import DecodeLoop
+    from agentrl.protocols import SamplingParams
+
+    loop = DecodeLoop(model, eos_token_ids=set(), pad_token_id=0)
+    params = SamplingParams(max_new_tokens=steps + 8, temperature=1.0)
+    loop.add([(r, p, params, r) for r, p in enumerate(prompts)])
+    for _ in range(3):
+        loop.step()
+    synchronize(device)
+    hidden = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if device.startswith("cuda"):
+            torch.cuda.set_sync_debug_mode("warn")
+        started = time.perf_counter()
+        for _ in range(steps - 3):
+            loop.step()
+        synchronize(device)
+        seconds = time.perf_counter() - started
+        if device.startswith("cuda"):
+            torch.cuda.set_sync_debug_mode("default")
+        hidden = sum("synchroniz" in str(w.message) for w in caught)
+    done = {}
+    while len(loop):
+        done.update(loop.step())
+    per_step = seconds / (steps - 3)
+    return {
+        "ms_per_step": round(1000 * per_step, 2),
+        "tokens_per_s": round(len(prompts) / per_step, 1),
+        "hidden_syncs_per_step": hidden / (steps - 3),
+        "results": done,
+    }
+
+
+def time_generate(model: Any, prompts: list[list[int]], steps: int, device: str) -> dict[str, Any]:
+    import torch
+
+    ids = torch.tensor(prompts, device=device)
+    kwargs = {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0, "pad_token_id": 0}
+    model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, **kwargs)  # warm-up
+    synchronize(device)
+    times = []
+    for n in (4, steps):
+        started = time.perf_counter()
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n, **kwargs)
+        synchronize(device)
+        times.append(time.perf_counter() - started)
+    per_step = (times[1] - times[0]) / (steps - 4)
+    return {"ms_per_step": round(1000 * per_step, 2), "tokens_per_s": round(len(prompts) / per_step, 1)}
+
+
+def logprob_gap(model: Any, prompts: list[list[int]], results: dict) -> dict[str, float]:
+    from agentrl.policy.transformers_policy import continuation_logprobs
+
+    diffs = []
+    for r, prompt in enumerate(prompts):
+        learner = continuation_logprobs(model, [(prompt, results[r].token_ids)], 0)[0]
+        diffs += [abs(a - b) for a, b in zip(learner, results[r].logprobs, strict=True)]
+    return {"max": max(diffs), "mean": sum(diffs) / len(diffs)}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import random
+
+    import torch
+    from gpu_proof import build_model
+    from transformers import AutoModelForCausalLM
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="0.5b", help="a size of scripts/gpu_proof.py: tiny, 0.5b, 1.7b")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--rows", default="1,8,32", help="comma-separated numbers of rows")
+    parser.add_argument("--prompt-len", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--out", default="/tmp/sampler_gpu_check")
+    args = parser.parse_args(argv)
+    path, parameters = build_model(args.size, Path(args.out))
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, args.dtype)).to(args.device).eval()
+    rng = random.Random(0)
+    out: dict[str, Any] = {"size": args.size, "parameters": parameters, "device": args.device, "dtype": args.dtype}
+    for rows in (int(r) for r in args.rows.split(",")):
+        prompts = [[rng.randrange(10, 2000) for _ in range(args.prompt_len)] for _ in range(rows)]
+        loop = time_loop(model, prompts, args.steps, args.device)
+        results = loop.pop("results")
+        out[f"rows_{rows}"] = {"loop": loop, "generate": time_generate(model, prompts, args.steps, args.device)}
+        if rows == max(int(r) for r in args.rows.split(",")):
+            out["sampler_learner_logprob_gap"] = logprob_gap(model, prompts, results)
+    print(json.dumps(out, indent=2))
+    return out
+
+
+if __name__ == "__main__":
+    main()
