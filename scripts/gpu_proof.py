@@ -1,29 +1,31 @@
-"""The GPU proof: a randomly initialised Qwen3 of about 0.5B parameters (no download) with the tiny tokenizer and
-the real Qwen3 chat template, trained on a GPU with the transformers backend.
+"""The GPU proof: agentrl's learner, sampler and training loop on a GPU, each beside its baseline, in one command.
 
-    python scripts/gpu_proof.py --out runs/gpu_proof                      # on a GPU machine
-    python scripts/gpu_proof.py --size tiny --device cpu --seq-len 128 --batch 2 --out /tmp/proof   # a smoke test
+    . .gpu/setup.sh && python3 scripts/gpu_proof.py --out /tmp/proof            # on a GPU machine (~6 minutes)
+    python scripts/gpu_proof.py --quick --device cpu --out /tmp/proof            # a smoke test of every part
 
-Three measurements, printed as JSON (and written to `<out>/gpu_proof.json`):
+Random Qwen3s of Qwen3-0.6B's and Qwen3-1.7B's shapes (no download; `gpu_parts.SIZES`), the tiny tokenizer and the
+real Qwen3 chat template. The parts, each in a process of its own with its own time limit, so one that fails or
+runs out of time is reported as such and the others still run:
 
-1. `learner`: `Learner.update` steps over synthetic samples of `--seq-len` tokens (`--batch` of them per step,
-   one optimizer step each), under the default precision (bf16 autocast over fp32 master weights on a GPU):
-   tokens/s, model FLOPs utilisation (MFU) and peak GPU memory; `learner_no_checkpointing` the same with
-   activation checkpointing off (the default turns it on above 200M parameters, and MFU does not count the
-   recomputation). MFU counts 6·N FLOPs per token for the weights (forward and backward) plus
-   12·layers·heads·head_dim·seq_len for attention, against the GPU's dense bf16 peak (`--peak-tflops`, else
-   looked up from the device name).
-2. `fsdp`: the FSDP2 learner (`trainer.sharding=fsdp`, a process group of one on the device) against the
-   unsharded learner on the same samples for `--fsdp-steps` steps: both losses, seconds per step, peak memory, and
-   the largest difference between the weights they reach.
-3. `train`: `agentrl train` on the code scaffold for `--train-steps` steps from the saved checkpoint
-   (`policy.backend=transformers`): seconds per step, rollout tokens/s, training tokens/s and the sampler–learner
-   log-prob gap, read from the run's metrics.jsonl.
+- `learner_<size>_<tokens>`: `Learner.update` with its defaults (bf16 parameters over fp32 master weights, packed
+  micro-batches, 4 optimizer steps and a π_old pass per update, checkpointing decided by memory): tokens/s, MFU
+  over the FLOPs every pass of the update runs (`agentrl/train/flops.py`), peak memory; 0.6B and 1.7B shapes at 4k
+  and 16k tokens per sequence.
+- `sampler`: decoding tokens/s of the in-process sampler against transformers' batched `generate` on the same
+  model, prompts and lengths (1, 8 and 32 rows), its hidden synchronisations, and the sampler–learner log-prob gap.
+- `train`: `agentrl train` on the code scaffold with the 0.6B shape: seconds per step, rollout and update tokens/s,
+  the log-prob gap and the TIS weight.
+- `bench_trl`: `agentrl bench trl --device cuda` (agentrl and TRL's GRPOTrainer on the same workload).
+- `fsdp`: the FSDP2 learner (a process group of one) against the unsharded learner on the same samples.
+
+Writes `<out>/gpu_proof.json` and `<out>/gpu_proof.md` (a table against the targets of the work it proves) and
+prints the table. `--parts a,b` runs some of them.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import subprocess
 import sys
@@ -31,249 +33,174 @@ import time
 from pathlib import Path
 from typing import Any
 
-SIZES = {
-    # Qwen3-0.6B's and Qwen3-1.7B's shapes (28 layers, 16 query and 8 key/value heads of 128), with Qwen3's padded
-    # vocabulary of 151,936 rows: the tiny tokenizer names the first few thousand, the rest are rows a random model
-    # samples and the learner scores like any other, as a real model's output layer is that wide. A size without a
-    # vocab_size takes the tokenizer's.
-    "0.5b": {"hidden_size": 1024, "intermediate_size": 3072, "head_dim": 128, "vocab_size": 151_936},
-    "1.7b": {"hidden_size": 2048, "intermediate_size": 6144, "head_dim": 128, "vocab_size": 151_936},
-    "tiny": {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "head_dim": 16,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-    },  # fmt: skip
+sys.path.insert(0, str(Path(__file__).parent))
+
+LEARNER_RUNS = {  # name: (size, tokens per sequence, sequences per update)
+    "learner_0.6b_4k": ("0.6b", 4096, 8),
+    "learner_0.6b_16k": ("0.6b", 16384, 2),
+    "learner_1.7b_4k": ("1.7b", 4096, 8),
+    "learner_1.7b_16k": ("1.7b", 16384, 2),
 }
-PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0}
-"""Dense bf16 tensor-core peaks (TFLOP/s) by device-name fragment, most specific first."""
+PARTS = (*LEARNER_RUNS, "sampler", "train", "bench_trl", "fsdp")
+TIME_LIMIT_S = {"sampler": 120, "train": 150, "bench_trl": 120, "fsdp": 90}
+"""Seconds each part may take (a learner run: 75), model building included."""
 
 
-def build_model(size: str, out: Path) -> tuple[Path, int]:
-    """A random Qwen3 of `size` with the tiny tokenizer and trl's Qwen3 template, saved under `out`."""
+def run_part(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Measure one part in this process (the child that `main` starts)."""
+    import gpu_parts
+
+    quick = args.quick
+    size = "tiny" if quick else "0.6b"
+    if name in LEARNER_RUNS:
+        model_size, tokens, sequences = LEARNER_RUNS[name]
+        path, _ = gpu_parts.build_model("tiny" if quick else model_size, args.out)
+        tokens = 256 if quick else tokens
+        return gpu_parts.measure_learner(path, args.device, tokens, sequences, steps=1 if quick else 3)
+    path, _ = gpu_parts.build_model(size, args.out)
+    if name == "sampler":
+        rows = [1, 4] if quick else [1, 8, 32]
+        dtype = "float32" if args.device == "cpu" else "bfloat16"
+        return gpu_parts.measure_sampler(path, args.device, rows, 32 if quick else 256, 12 if quick else 128, dtype)
+    if name == "train":
+        if quick:
+            return gpu_parts.measure_training(path, args.device, 2, args.out, tasks=2, group=2)
+        return gpu_parts.measure_training(path, args.device, 4, args.out)
+    if name == "bench_trl":
+        return gpu_parts.measure_bench_trl(args.device, 2 if quick else 3)
+    if name == "fsdp":
+        return gpu_parts.measure_fsdp(path, args.device, 128 if quick else 4096, 2 if quick else 4, 2)
+    raise SystemExit(f"unknown part {name!r}; known: {', '.join(PARTS)}")
+
+
+def in_child(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one part in a child process under its time limit; its result, or what stopped it."""
+    limit = TIME_LIMIT_S.get(name, 75) * (3 if args.device == "cpu" else 1)
+    command = [sys.executable, __file__, "--part", name, "--out", str(args.out), "--device", args.device]
+    command += ["--quick"] if args.quick else []
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return {"error": f"ran past its {limit} s limit"}
+    seconds = round(time.perf_counter() - started, 1)
+    result_file = args.out / f"{name}.json"
+    if done.returncode != 0 or not result_file.exists():
+        lines = done.stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit {done.returncode}", "seconds": seconds}
+    return json.loads(result_file.read_text()) | {"seconds": seconds}
+
+
+def environment(device: str) -> dict[str, Any]:
     import torch
     import transformers
 
-    from agentrl.testing.families import FAMILIES, family_tokenizer
-
-    tokenizer = family_tokenizer("qwen3")
-    eos = [tokenizer.convert_tokens_to_ids(t) for t in FAMILIES["qwen3"].generation_eos]
-    shape = {"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8} | SIZES[size]
-    shape["vocab_size"] = max(len(tokenizer), shape.get("vocab_size", 0))
-    config = transformers.Qwen3Config(
-        max_position_embeddings=32768,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=eos,
-        **shape,
-    )
-    torch.manual_seed(0)
-    model = transformers.Qwen3ForCausalLM(config)
-    model.generation_config = transformers.GenerationConfig(eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
-    path = out / f"qwen3-{size}"
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path, sum(p.numel() for p in model.parameters())
-
-
-def measure_learner(
-    path: Path, device: str, seq_len: int, batch: int, steps: int, peak_tflops: float, *, checkpointing: bool | None
-) -> dict:
-    """`Learner.update` throughput under the default config; `checkpointing` True/False forces activation
-    checkpointing on or off (None: the default, on above `policy.activation_checkpointing_above_params`). MFU counts
-    the model's FLOPs only, so recomputed activations lower it."""
-    import torch
-
-    from agentrl.config import PolicyConfig, TrainerConfig
-    from agentrl.policy import load_model_and_tokenizer
-    from agentrl.train.learner import Learner
-
-    policy = PolicyConfig(model=str(path), device=device, gradient_checkpointing=checkpointing)
-    model, _ = load_model_and_tokenizer(policy)
-    learner = Learner(model, TrainerConfig(lr=1e-6, max_tokens_per_microbatch=seq_len), pad_token_id=0)
-    samples = synthetic_samples(model.config.vocab_size, seq_len, batch)
-    cuda = device.startswith("cuda")
-    learner.update(samples)  # warm-up: kernels, allocator, autocast caches
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    started = time.perf_counter()
-    for _ in range(steps):
-        stats = learner.update(samples)
-    if cuda:
-        torch.cuda.synchronize()
-    seconds = (time.perf_counter() - started) / steps
-    config = model.config
-    params = sum(p.numel() for p in model.parameters())
-    attention_width = config.num_attention_heads * config.head_dim
-    flops_per_token = 6 * params + 12 * config.num_hidden_layers * attention_width * seq_len
-    tokens_per_s = batch * seq_len / seconds
     out = {
-        "precision": learner.precision,
-        "activation_checkpointing": checkpointing_on(model),
-        "parameters": params,
-        "seq_len": seq_len,
-        "sequences_per_step": batch,
-        "seconds_per_step": round(seconds, 4),
-        "tokens_per_s": round(tokens_per_s, 1),
-        "model_tflops_per_s": round(flops_per_token * tokens_per_s / 1e12, 2),
-        "loss": stats["loss"],
+        "date": datetime.date.today().isoformat(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": device,
     }
-    if peak_tflops > 0:
-        out["mfu"] = round(flops_per_token * tokens_per_s / (peak_tflops * 1e12), 4)
-    if cuda:
-        out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-    del learner, model
-    if cuda:
-        torch.cuda.empty_cache()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        out["card"] = torch.cuda.get_device_name()
     return out
 
 
-def checkpointing_on(model: Any) -> bool:
-    flag = getattr(model, "is_activation_checkpointing", None)  # transformers 5.24's name
-    return bool(flag if flag is not None else model.is_gradient_checkpointing)
+def table(report: dict[str, Any]) -> str:
+    """The report as a markdown table: each measurement beside its target."""
+    rows = ["| part | measured | target |", "|---|---|---|"]
 
+    def add(part: str, measured: str, target: str) -> None:
+        rows.append(f"| {part} | {measured} | {target} |")
 
-def synthetic_samples(vocab_size: int, seq_len: int, batch: int) -> list[Any]:
-    """`batch` samples of random tokens: a quarter prompt, then sampled tokens with advantage 0.5."""
-    import torch
-
-    from agentrl.train.samples import TrainSample
-
-    generator = torch.Generator().manual_seed(0)
-    samples = []
-    for _ in range(batch):
-        ids = torch.randint(10, vocab_size, (seq_len,), generator=generator).tolist()
-        mask = [False] * (seq_len // 4) + [True] * (seq_len - seq_len // 4)  # a prompt, then sampled tokens
-        advantages = [0.5 if m else 0.0 for m in mask]
-        samples.append(TrainSample(tuple(ids), tuple(mask), tuple(advantages), tuple(-2.0 * m for m in mask)))
-    return samples
-
-
-def measure_fsdp(path: Path, device: str, seq_len: int, batch: int, steps: int) -> dict:
-    """The FSDP2 learner (`trainer.sharding=fsdp`, a process group of one) against the unsharded learner on the
-    same samples: each one's loss at every step, seconds per step and peak memory, and the largest difference
-    between the weights they reach."""
-    import torch
-
-    from agentrl.config import PolicyConfig, TrainerConfig
-    from agentrl.policy import load_model_and_tokenizer
-    from agentrl.train.learner import Learner
-
-    cuda = device.startswith("cuda")
-    out: dict[str, Any] = {}
-    reached: dict[str, dict[str, Any]] = {}
-    for sharding in ("none", "fsdp"):
-        model, _ = load_model_and_tokenizer(PolicyConfig(model=str(path), device=device))
-        config = TrainerConfig(lr=1e-5, max_tokens_per_microbatch=seq_len, sharding=sharding)
-        learner = Learner(model, config, pad_token_id=0)
-        samples = synthetic_samples(model.config.vocab_size, seq_len, batch)
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        started = time.perf_counter()
-        losses = [learner.update(samples)["loss"] for _ in range(steps)]
-        if cuda:
-            torch.cuda.synchronize()
-        out[sharding] = {"losses": losses, "seconds_per_step": round((time.perf_counter() - started) / steps, 4)}
-        if cuda:
-            out[sharding]["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-        reached[sharding] = {name: p.detach().float().cpu() for name, p in model.named_parameters()}
-        del learner, model
-        if cuda:
-            torch.cuda.empty_cache()
-    pairs = zip(out["none"]["losses"], out["fsdp"]["losses"], strict=True)
-    out["largest_loss_difference"] = max(abs(a - b) for a, b in pairs)
-    out["largest_weight_difference"] = max(
-        float((reached["none"][k] - reached["fsdp"][k]).abs().max()) for k in reached["none"]
-    )
-    return out
-
-
-def measure_training(path: Path, device: str, steps: int, out: Path) -> dict:
-    """`agentrl train` on the code scaffold in a child process (its own CUDA context and peak memory)."""
-    run = out / "train"
-    command = [
-        sys.executable,
-        "-m",
-        "agentrl",
-        "train",
-        "--model",
-        str(path),
-        "--scaffold",
-        "code",
-        f"output_dir={run}",
-        "name=proof",
-        f"trainer.steps={steps}",
-        "eval.every_steps=0",
-        "progress=false",
-        f"policy.device={device}",
-        "rollout.prompts_per_step=8",
-        "rollout.samples_per_prompt=4",
-        "trainer.lr=1e-6",
-        "trainer.skip_zero_advantage_groups=false",  # a random model earns no reward: update on every group
-    ]
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
-    records = [json.loads(line) for line in (run / "proof" / "metrics.jsonl").read_text().splitlines()]
-    steps_run = [r for r in records if r.get("step", 0) > 0]
-    mean = lambda key: sum(r.get(key, 0.0) for r in steps_run) / max(len(steps_run), 1)  # noqa: E731
-    return {
-        "steps": len(steps_run),
-        "wall_s": round(time.perf_counter() - started, 1),
-        "seconds_per_step": round(mean("time/step_s"), 3),
-        "rollout_tokens_per_s": round(mean("rollout/tokens_per_s"), 1),
-        "train_tokens_per_s": round(mean("train/train_tokens_per_s"), 1),
-        "sampler_logprob_abs_diff": mean("train/sampler_logprob_abs_diff"),
-        "infra_failures": sum(r.get("infra_failures", 0.0) for r in steps_run),
-    }
-
-
-def peak_for(device: str) -> float:
-    import torch
-
-    if not device.startswith("cuda") or not torch.cuda.is_available():
-        return 0.0
-    name = torch.cuda.get_device_name()
-    return next((tflops for fragment, tflops in PEAK_BF16_TFLOPS.items() if fragment in name), 0.0)
+    for name in LEARNER_RUNS:
+        r = report.get(name)
+        if r is None:
+            continue
+        if "error" in r:
+            add(name, f"failed: {r['error']}", "MFU ≥ 40%")
+            continue
+        mfu = f"MFU {100 * r['mfu']:.1f}%, " if "mfu" in r else ""
+        add(
+            name,
+            f"{mfu}{r['tokens_per_s']:,.0f} tokens/s, {r['seconds_per_update']} s/update "
+            f"({r['optimizer_steps_per_update']:.0f} optimizer steps + π_old), {r['recomputed_layers']} layers "
+            f"recomputed, peak {r.get('peak_memory_gib', '?')} GiB",
+            "MFU ≥ 40%",
+        )
+    sampler = report.get("sampler")
+    if sampler is not None and "error" not in sampler:
+        for key, r in sampler.items():
+            if key.startswith("rows_"):
+                add(
+                    f"sampler, {key[5:]} rows",
+                    f"{r['agentrl']['tokens_per_s']:,.0f} vs generate {r['generate']['tokens_per_s']:,.0f} tokens/s "
+                    f"({r['agentrl_over_generate']}×), {r['agentrl']['hidden_syncs_per_step']} hidden syncs/step",
+                    "≥ 1× generate",
+                )
+        gap = sampler.get("sampler_learner_logprob_gap", {"mean": float("nan"), "max": float("nan")})
+        add("sampler–learner gap", f"mean {gap['mean']:.2e}, max {gap['max']:.2e}", "bf16: logged, TIS on")
+    elif sampler is not None:
+        add("sampler", f"failed: {sampler['error']}", "≥ 1× generate")
+    train = report.get("train")
+    if train is not None:
+        add(
+            "agentrl train (code, 0.6B)",
+            f"failed: {train['error']}"
+            if "error" in train
+            else f"{train['seconds_per_step']} s/step (collect {train['collect_s']}, update {train['update_s']}), "
+            f"rollout {train['rollout_tokens_per_s']:,.0f} tokens/s, gap {train['sampler_logprob_abs_diff']:.2e}, "
+            f"TIS weight {train['tis_weight']:.3f}, infra failures {train['infra_failures']:.0f}",
+            "rollout was 73–140 tokens/s",
+        )
+    trl = report.get("bench_trl")
+    if trl is not None:
+        measured = (
+            f"failed: {trl['error']}"
+            if "error" in trl
+            else (
+                f"TRL/agentrl {trl.get('trl_over_agentrl_wall')}× wall (agentrl {trl['agentrl']['median_wall_s']} s, "
+                f"TRL {trl['trl']['median_wall_s']} s a step), reward not worse: {trl.get('reward_not_worse')}"
+            )
+        )
+        add("agentrl bench trl", measured, "≥ 2× (was 0.09×)")
+    fsdp = report.get("fsdp")
+    if fsdp is not None:
+        measured = (
+            f"failed: {fsdp['error']}"
+            if "error" in fsdp
+            else (
+                f"loss Δ {fsdp['largest_loss_difference']:.2e}, weight Δ {fsdp['largest_weight_difference']}, "
+                f"{fsdp['fsdp']['seconds_per_update']} vs {fsdp['unsharded']['seconds_per_update']} s/update"
+            )
+        )
+        add("FSDP2 one rank vs unsharded", measured, "runs; equal up to rounding")
+    env = report.get("environment", {})
+    head = f"{env.get('card', env.get('device'))}, torch {env.get('torch')}, transformers {env.get('transformers')}"
+    return f"GPU proof, {env.get('date')}: {head}\n\n" + "\n".join(rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--size", choices=sorted(SIZES), default="0.5b")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--seq-len", type=int, default=4096)
-    parser.add_argument("--batch", type=int, default=8, help="Sequences per learner step.")
-    parser.add_argument("--steps", type=int, default=5, help="Timed learner steps (after one warm-up step).")
-    parser.add_argument("--train-steps", type=int, default=3, help="Steps of agentrl train on the code scaffold.")
-    parser.add_argument("--peak-tflops", type=float, default=None, help="The device's dense bf16 peak.")
-    parser.add_argument(
-        "--compare-checkpointing",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="Also time the learner with activation checkpointing off (the default turns it on at this size).",
-    )
-    parser.add_argument("--fsdp-steps", type=int, default=2, help="Learner steps of FSDP2 against unsharded.")
+    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated parts to run")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and few steps: a smoke test of every part")
+    parser.add_argument("--part", help=argparse.SUPPRESS)  # a child's one part
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    path, params = build_model(args.size, args.out)
-    peak = args.peak_tflops if args.peak_tflops is not None else peak_for(args.device)
-    report: dict[str, Any] = {"model": str(path), "parameters": params, "device": args.device}
-    timing = (path, args.device, args.seq_len, args.batch, args.steps, peak)
-    report["learner"] = measure_learner(*timing, checkpointing=None)
-    if args.compare_checkpointing:
-        report["learner_no_checkpointing"] = measure_learner(*timing, checkpointing=False)
-    if args.fsdp_steps > 0:
-        report["fsdp"] = measure_fsdp(path, args.device, args.seq_len, args.batch, args.fsdp_steps)
-    if args.train_steps > 0:
-        report["train"] = measure_training(path, args.device, args.train_steps, args.out)
-    (args.out / "gpu_proof.json").write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    if args.part:
+        result = run_part(args.part, args)
+        (args.out / f"{args.part}.json").write_text(json.dumps(result, indent=2))
+        return result
+    report: dict[str, Any] = {"environment": environment(args.device)}
+    for name in args.parts.split(","):
+        print(f"gpu_proof: {name} ...", file=sys.stderr, flush=True)
+        report[name] = in_child(name, args)
+        (args.out / "gpu_proof.json").write_text(json.dumps(report, indent=2))
+    markdown = table(report)
+    (args.out / "gpu_proof.md").write_text(markdown)
+    print(markdown)
     return report
 
 

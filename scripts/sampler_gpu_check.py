@@ -1,7 +1,7 @@
 """The in-process sampler on a GPU: decoding speed by batch size against transformers' `generate`, the device's
 synchronisations per step, and the sampler-learner log-prob gap, on a random Qwen3 of a real size (no download).
 
-    python scripts/sampler_gpu_check.py --size 0.5b --device cuda --dtype bfloat16      # on a GPU machine
+    python scripts/sampler_gpu_check.py --size 0.6b --device cuda --dtype bfloat16      # on a GPU machine
     python scripts/sampler_gpu_check.py --size tiny --device cpu --steps 8              # a smoke test
 
 For each number of rows: milliseconds per decoding step and tokens/s of `DecodeLoop` (after a few warm-up steps),
@@ -99,11 +99,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import random
 
     import torch
-    from gpu_proof import build_model
+    from gpu_parts import build_model
     from transformers import AutoModelForCausalLM
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="0.5b", help="a size of scripts/gpu_proof.py: tiny, 0.5b, 1.7b")
+    parser.add_argument("--size", default="0.6b", help="a size of scripts/gpu_parts.py: tiny, 0.6b, 1.7b")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--rows", default="1,8,32", help="comma-separated numbers of rows")

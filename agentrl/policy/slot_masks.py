@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from agentrl.errors import ConfigError
+from agentrl.train.packed_attention import PREFIX as PACKED_PREFIX
 
 KINDS = ("full_attention", "sliding_attention")
 
@@ -22,6 +23,8 @@ KINDS = ("full_attention", "sliding_attention")
 class SlotMasks:
     def __init__(self, config: Any, dtype: torch.dtype):
         implementation = getattr(config, "_attn_implementation", None) or "sdpa"
+        # the learner's packing wrapper computes exactly what it wraps for calls without sample lengths (ours)
+        implementation = implementation.removeprefix(PACKED_PREFIX)
         if implementation not in ("sdpa", "eager"):
             raise ConfigError(
                 f"the in-process sampler runs attention as sdpa or eager; this model uses {implementation!r} "

@@ -245,10 +245,24 @@ class TransformersPolicy:
             await self._wakeup.wait()
             self._wakeup.clear()
             await asyncio.sleep(self.batch_wait_s)  # let a burst of requests share the first prefill
-            await asyncio.to_thread(self._decode_until_idle)
+            try:
+                await asyncio.to_thread(self._decode_until_idle)
+            except Exception as e:  # the loop could not even start: fail what waits, never leave it waiting
+                self._fail_waiting(e)
             with self._lock:
                 if self._inbox:
                     self._wakeup.set()
+
+    def _fail_waiting(self, error: Exception) -> None:
+        failed = SamplerError(f"the sampler could not decode: {type(error).__name__}: {error}")
+        failed.__cause__ = error
+        with self._lock:
+            waiting, self._inbox = list(self._inbox), deque()
+        if self._loop is not None:
+            waiting += [row.key for row in self._loop.rows]
+        self._loop = None
+        for request in waiting:
+            request.loop.call_soon_threadsafe(_settle, request.future, None, failed)
 
     @property
     def prefix_stats(self) -> Any:

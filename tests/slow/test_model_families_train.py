@@ -59,15 +59,19 @@ def test_the_gpu_proof_script_runs_at_a_tiny_size(tmp_path):
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_proof.py"
-    args = ["--size", "tiny", "--device", "cpu", "--seq-len", "128", "--batch", "2", "--steps", "1"]
+    parts = "learner_0.6b_4k,sampler,train,fsdp"  # bench_trl has its own test (tests/slow/test_trl_bench.py)
     done = subprocess.run(
-        [sys.executable, str(script), *args, "--train-steps", "1", "--out", str(tmp_path)],
+        [sys.executable, str(script), "--quick", "--device", "cpu", "--parts", parts, "--out", str(tmp_path)],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "gpu_proof.json").read_text())
-    assert report["learner"]["tokens_per_s"] > 0 and report["train"]["infra_failures"] == 0
-    assert report["train"]["sampler_logprob_abs_diff"] < 1e-4
+    assert not [name for name in parts.split(",") if "error" in report[name]], report
+    learner = report["learner_0.6b_4k"]
+    assert learner["tokens_per_s"] > 0 and learner["model_tflop_per_update"] > 0
+    assert report["sampler"]["sampler_learner_logprob_gap"]["max"] < 1e-4  # fp32 on the CPU
+    assert report["train"]["infra_failures"] == 0 and report["train"]["sampler_logprob_abs_diff"] < 1e-4
     fsdp = report["fsdp"]  # one rank of FSDP2 computes what the unsharded learner computes
     assert fsdp["largest_loss_difference"] < 1e-5 and fsdp["largest_weight_difference"] < 1e-6, fsdp
+    assert "| sampler, 4 rows |" in (tmp_path / "gpu_proof.md").read_text()

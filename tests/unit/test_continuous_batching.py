@@ -128,6 +128,29 @@ async def test_a_failed_decoding_step_is_a_sampler_error_and_the_sampler_goes_on
     assert 0 < len(completion.token_ids) <= 4
 
 
+async def test_a_loop_that_cannot_start_fails_its_requests_instead_of_leaving_them_waiting(tiny_tokenizer):
+    from agentrl.errors import SamplerError
+
+    model = tiny_qwen2(tiny_qwen2_config(512, hidden_size=64, num_hidden_layers=2), seed=3).eval()
+    model.config._attn_implementation = "paged|sdpa"  # attention the slot cache refuses, found when the loop starts
+    policy = TransformersPolicy(model, tiny_tokenizer)
+    requests = [policy.generate([1, 2, 3], SamplingParams(max_new_tokens=4, seed=s)) for s in range(3)]
+    for outcome in await asyncio.wait_for(asyncio.gather(*requests, return_exceptions=True), timeout=30):
+        assert isinstance(outcome, SamplerError) and "sdpa or eager" in str(outcome), outcome
+
+
+def test_the_learners_packing_wrapper_samples_as_the_attention_it_wraps(model):
+    from agentrl.train.packed_attention import enable_packing
+
+    before = [alone(model, prompt, seed) for prompt, seed in zip(PROMPTS, SEEDS, strict=True)]
+    packed = tiny_qwen2(tiny_qwen2_config(512, hidden_size=64, num_hidden_layers=2), seed=3).eval()
+    assert enable_packing(packed)  # the learner switches the shared model once, for good
+    after = [alone(packed, prompt, seed) for prompt, seed in zip(PROMPTS, SEEDS, strict=True)]
+    assert [r.token_ids for r in after] == [r.token_ids for r in before]
+    for a, b in zip(after, before, strict=True):
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-6
+
+
 def test_the_cache_goes_under_the_keyword_this_transformers_takes(model):
     """Under the keyword the installed transformers deprecated, decoding would warn on every call and break
     once the old name is dropped; through a PEFT wrapper it goes to the base model's keyword too."""
