@@ -174,6 +174,8 @@ class Trainer:
         shown = cfg.progress and self.dp.is_main
         try:
             with TrainProgress(cfg.trainer.steps, enabled=shown, start_step=self.state.step) as progress:
+                if shown and (note := getattr(self.policy, "backend_note", None)):  # which sampler runs, and why
+                    progress.log(note)
                 if self.context_window and cfg.rollout.max_tokens_per_episode > self.context_window:
                     progress.log(
                         f"warning: rollout.max_tokens_per_episode ({cfg.rollout.max_tokens_per_episode}) exceeds the "

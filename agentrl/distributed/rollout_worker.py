@@ -118,7 +118,9 @@ class RolloutWorker:
                 if unknown:  # a subset of the parameters is fine (the trainable ones); others are a mismatch
                     raise ValueError(f"published weights the worker's model does not have: {unknown[:3]}")
             if weights and hasattr(self.policy, "refresh_weights"):  # a sampler with weights of its own (vLLM)
-                self.policy.refresh_weights()
+                self.policy.refresh_weights()  # on this running loop it only notes them: load them before playing
+                if hasattr(self.policy, "start"):
+                    await self.policy.start()
             self.policy.version = self.version = version
         return time.monotonic() - started
 

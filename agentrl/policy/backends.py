@@ -1,11 +1,13 @@
-"""`build_policy`: the sampler backend a `PolicyConfig` names, over the model and tokenizer already loaded."""
+"""`build_policy`: the sampler backend a `PolicyConfig` names, over the model and tokenizer already loaded; and
+`choose_backend`, what `policy.backend=auto` resolves to here, and why."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
-from agentrl.errors import ConfigError, DependencyError
+from agentrl.errors import ConfigError
 from agentrl.policy.config import PolicyConfig
 from agentrl.rollout.chat import ChatFormat, ChatSettings, end_of_turn_ids
 
@@ -15,9 +17,28 @@ def build_policy(config: PolicyConfig, model: Any, tokenizer: Any, *, compute: A
     with (`policy.chat_settings`); `compute` is the context (the learner's autocast) the in-process sampler's
     forward passes run in."""
     settings = chat_settings(config, tokenizer, model)
-    policy = _sampler(config, model, tokenizer, settings, compute)
+    backend, why = choose_backend(config)
+    policy = _sampler(config, backend, model, tokenizer, settings, compute)
     policy.chat_settings = settings
+    seeds = "" if getattr(policy, "per_request_seeds", True) else "; per-request seeds off (vLLM's CPU build)"
+    policy.backend_note = f"sampler: {backend} ({why}){seeds}"
     return policy
+
+
+def choose_backend(config: PolicyConfig) -> tuple[str, str]:
+    """The backend `config.backend` means on this machine, and why: `auto` is vLLM on a CUDA device when vLLM is
+    installed, the in-process transformers sampler otherwise."""
+    if config.backend != "auto":
+        return config.backend, f"policy.backend={config.backend}"
+    if importlib.util.find_spec("vllm") is None:
+        return "transformers", "policy.backend=auto: vLLM is not installed"
+    import torch
+
+    if config.device == "cpu" or not config.device.startswith(("auto", "cuda")):
+        return "transformers", f"policy.backend=auto: policy.device={config.device}"
+    if not torch.cuda.is_available():
+        return "transformers", "policy.backend=auto: vLLM is installed but there is no CUDA device"
+    return "vllm", "policy.backend=auto: vLLM is installed and a CUDA device is present"
 
 
 def chat_settings(config: PolicyConfig, tokenizer: Any, model: Any = None) -> ChatSettings:
@@ -55,8 +76,10 @@ def generation_eos(config: PolicyConfig, model: Any = None) -> Any:
     return generation.eos_token_id
 
 
-def _sampler(config: PolicyConfig, model: Any, tokenizer: Any, settings: ChatSettings, compute: Any) -> Any:
-    if config.backend == "transformers":
+def _sampler(
+    config: PolicyConfig, backend: str, model: Any, tokenizer: Any, settings: ChatSettings, compute: Any
+) -> Any:
+    if backend == "transformers":
         from agentrl.policy.transformers_policy import TransformersPolicy
 
         return TransformersPolicy(
@@ -67,20 +90,16 @@ def _sampler(config: PolicyConfig, model: Any, tokenizer: Any, settings: ChatSet
             eos_token_ids=settings.eos_token_ids,
             **({"compute": compute} if compute is not None else {}),
         )
-    if config.backend == "vllm":
-        try:
-            import vllm  # noqa: F401
-        except ImportError as e:
-            raise DependencyError(
-                "policy.backend=vllm needs vLLM: pip install 'agentrl[vllm]' (on a GPU machine)"
-            ) from e
+    if backend == "vllm":
+        from agentrl.policy.vllm_environment import check_vllm_environment
         from agentrl.policy.vllm_policy import VLLMPolicy
 
+        check_vllm_environment()
         return VLLMPolicy.from_config(config, tokenizer, source_model=model, eos_token_ids=settings.eos_token_ids)
-    if config.backend == "openai":
+    if backend == "openai":
         from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
         if not config.base_urls:
             raise ConfigError("policy.backend=openai needs policy.base_url (one URL, or several comma-separated)")
         return OpenAICompletionsPolicy.from_config(config, tokenizer, source_model=model)
-    raise ConfigError(f"unknown policy backend {config.backend!r}")
+    raise ConfigError(f"unknown policy backend {backend!r}")
