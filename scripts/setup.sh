@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu machine for agentrl: the system packages the sandbox and the GUI toolset need
-# (bubblewrap, chromium), then a virtual environment in .venv with agentrl and its development extras.
-# Elsewhere: install bubblewrap and chromium with your package manager, then run the last four lines by hand.
+# (bubblewrap, chromium), then a virtual environment in .venv with agentrl and its development extras, then the
+# vLLM test environment in .venv-vllm (scripts/setup_vllm.sh; skip it with --no-vllm).
+# Elsewhere: install bubblewrap and chromium with your package manager, then run the venv lines by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,3 +24,8 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 # constraints.txt pins the CPU build of torch; without it pip pulls several GB of CUDA wheels.
 pip install -q -c constraints.txt -e ".[dev]"
+
+if [ "${1:-}" != "--no-vllm" ]; then
+    deactivate
+    scripts/setup_vllm.sh
+fi

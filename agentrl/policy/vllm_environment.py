@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import re
 import warnings
 
 from agentrl.errors import ConfigError, DependencyError, one_line
@@ -30,10 +31,12 @@ def release(version: str) -> tuple[int, ...]:
     """`0.32.0+cpu` → (0, 32, 0): the release numbers, local tags and pre-release suffixes dropped."""
     numbers = []
     for part in version.split("+")[0].split("."):
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
+        digits = re.match(r"\d+", part)
+        if digits is None:
             break
-        numbers.append(int(digits))
+        numbers.append(int(digits.group()))
+        if digits.end() < len(part):  # `0rc1`: a pre-release of this number, nothing after it counts
+            break
     return tuple(numbers)
 
 

@@ -28,6 +28,8 @@ from typing import Any
 from agentrl.errors import ConfigError, SamplerError
 
 CHECK_TIMEOUT_S = 10.0
+INFO_TIMEOUT_S = 60.0
+"""vLLM's first /server_info collects its system environment (seconds, more on a busy machine)."""
 RELOAD_TIMEOUT_S = 600.0
 DEV_MODE_HINT = "start it with VLLM_SERVER_DEV_MODE=1 (its /collective_rpc reloads weights)"
 
@@ -38,7 +40,7 @@ def server_info(root_url: str) -> dict[str, Any] | None:
     import httpx
 
     try:
-        response = httpx.get(f"{root_url}/server_info", params={"config_format": "json"}, timeout=CHECK_TIMEOUT_S)
+        response = httpx.get(f"{root_url}/server_info", params={"config_format": "json"}, timeout=INFO_TIMEOUT_S)
         body = response.json() if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None

@@ -1,7 +1,7 @@
 """The vLLM backend: what can be checked without vLLM (conversion of its outputs, engine arguments, the end-of-turn
 ids, weight files and their loading by the worker extension, what the policy sends the engine). The test doubles of
 vLLM's engine and worker here are held to vLLM's real signatures by `test_vllm_signatures.py`; the real engine runs
-in the `vllm` tier (`tests/vllm/`)."""
+in the `vllm` tier (`tests/vllm_tier/`)."""
 
 import asyncio
 import glob
@@ -19,8 +19,8 @@ from agentrl.policy import vllm_policy
 from agentrl.policy.config import PolicyConfig, VLLMConfig
 from agentrl.policy.vllm_policy import VLLMPolicy, completion_from_output, topk_entropy
 from agentrl.policy.vllm_worker import (
-    EXTENSION,
     ENGINE_INFO,
+    EXTENSION,
     LOAD_WEIGHTS,
     SHARED_MEMORY,
     WeightFiles,
