@@ -117,7 +117,9 @@ class Trainer:
         )
         # the in-process sampler computes as the learner does, so their log-probs describe one distribution
         compute = functools.partial(autocast, self.learner.precision, self.learner.device)
-        self.policy = build_policy(config.policy, self.model, self.tokenizer, compute=compute)
+        self.policy = build_policy(
+            config.policy, self.model, self.tokenizer, compute=compute, precision=self.learner.precision
+        )
         self.rollouts = build_rollouts(
             config, self.scaffold, self.eval_scaffold, self.policy, self.run_dir.name, self.dp
         )

@@ -53,7 +53,11 @@ class RolloutWorker:
             self.policy = policy_factory(self.tokenizer)
         else:
             self.policy = build_policy(
-                policy_config, self.model, self.tokenizer, compute=lambda: autocast(precision, device)
+                policy_config,
+                self.model,
+                self.tokenizer,
+                compute=lambda: autocast(precision, device),
+                precision=precision,
             )
         self.tool_urls: tuple[str, ...] = ()
         self.token = token

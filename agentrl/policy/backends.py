@@ -12,13 +12,15 @@ from agentrl.policy.config import PolicyConfig
 from agentrl.rollout.chat import ChatFormat, ChatSettings, end_of_turn_ids
 
 
-def build_policy(config: PolicyConfig, model: Any, tokenizer: Any, *, compute: Any = None) -> Any:
+def build_policy(
+    config: PolicyConfig, model: Any, tokenizer: Any, *, compute: Any = None, precision: str | None = None
+) -> Any:
     """The sampler backend named by `config.backend`, with the `ChatSettings` its turns are rendered and read
     with (`policy.chat_settings`); `compute` is the context (the learner's autocast) the in-process sampler's
-    forward passes run in."""
+    forward passes run in, `precision` the learner's resolved precision (a vLLM engine computes in its dtype)."""
     settings = chat_settings(config, tokenizer, model)
     backend, why = choose_backend(config)
-    policy = _sampler(config, backend, model, tokenizer, settings, compute)
+    policy = _sampler(config, backend, model, tokenizer, settings, (compute, precision))
     policy.chat_settings = settings
     seeds = "" if getattr(policy, "per_request_seeds", True) else "; per-request seeds off (vLLM's CPU build)"
     policy.backend_note = f"sampler: {backend} ({why}){seeds}"
@@ -76,9 +78,20 @@ def generation_eos(config: PolicyConfig, model: Any = None) -> Any:
     return generation.eos_token_id
 
 
+def engine_dtype(config: PolicyConfig, model: Any, precision: str | None) -> str:
+    """The dtype a vLLM engine computes in: `policy.vllm.dtype`, or under `auto` the learner's compute dtype."""
+    if config.vllm.dtype != "auto":
+        return config.vllm.dtype
+    if precision is not None:
+        return "float32" if precision == "fp32" else "bfloat16"
+    weights = next(iter(model.parameters()), None) if model is not None else None
+    return str(weights.dtype).removeprefix("torch.") if weights is not None else "auto"
+
+
 def _sampler(
-    config: PolicyConfig, backend: str, model: Any, tokenizer: Any, settings: ChatSettings, compute: Any
+    config: PolicyConfig, backend: str, model: Any, tokenizer: Any, settings: ChatSettings, learner: tuple
 ) -> Any:
+    compute, precision = learner
     if backend == "transformers":
         from agentrl.policy.transformers_policy import TransformersPolicy
 
@@ -95,7 +108,13 @@ def _sampler(
         from agentrl.policy.vllm_policy import VLLMPolicy
 
         check_vllm_environment()
-        return VLLMPolicy.from_config(config, tokenizer, source_model=model, eos_token_ids=settings.eos_token_ids)
+        return VLLMPolicy.from_config(
+            config,
+            tokenizer,
+            source_model=model,
+            eos_token_ids=settings.eos_token_ids,
+            dtype=engine_dtype(config, model, precision),
+        )
     if backend == "openai":
         from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 

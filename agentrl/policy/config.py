@@ -18,6 +18,10 @@ class VLLMConfig:
     """GPUs one engine spans."""
     max_model_len: int | None = None
     """Longest sequence the engine serves; None = the model's own limit (set it to bound the KV cache)."""
+    dtype: str = "auto"
+    """Dtype the engine computes in: `auto` = the learner's compute dtype (bfloat16 under `trainer.precision`
+    bf16-mixed or bf16, float32 under fp32), so the sampler's log-probabilities describe what the learner scores;
+    or `float32`, `bfloat16`, `float16`. (vLLM's own default runs float32 checkpoints in 16 bits.)"""
     enforce_eager: bool = False
     """Run without CUDA graphs (slower decoding, faster start, less memory)."""
     sleep_between_steps: bool = False

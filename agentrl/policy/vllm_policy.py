@@ -176,14 +176,22 @@ class VLLMPolicy:
 
     @classmethod
     def from_config(
-        cls, config: Any, tokenizer: Any, *, source_model: Any | None = None, eos_token_ids: Iterable[int] = ()
+        cls,
+        config: Any,
+        tokenizer: Any,
+        *,
+        source_model: Any | None = None,
+        eos_token_ids: Iterable[int] = (),
+        dtype: str = "auto",
     ) -> VLLMPolicy:
         """The engine a `PolicyConfig` describes (`config.vllm` holds the engine settings); `eos_token_ids`, when
         given, replaces the end-of-turn ids read off the model's generation config."""
         from agentrl.policy.loading import resolve_model_path
 
         path = resolve_model_path(config.model)
-        return cls(path, tokenizer, source_model=source_model, settings=config.vllm, eos_token_ids=eos_token_ids)
+        return cls(
+            path, tokenizer, source_model=source_model, settings=config.vllm, eos_token_ids=eos_token_ids, dtype=dtype
+        )
 
     # --- the engine ------------------------------------------------------------------------------------
 

@@ -65,6 +65,17 @@ def check_sampling_server(root_url: str, info: dict[str, Any]) -> None:
         )
 
 
+def _routes(root_url: str) -> set[str]:
+    """The paths a FastAPI server documents (`GET /openapi.json`); empty when it documents none."""
+    import httpx
+
+    try:
+        response = httpx.get(f"{root_url}/openapi.json", timeout=CHECK_TIMEOUT_S)
+        return set(response.json().get("paths", {})) if response.status_code == 200 else set()
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return set()
+
+
 class VLLMReloadClient:
     """One `vllm serve` in dev mode, updated through vLLM's `reload_weights` from files on this machine."""
 
@@ -91,6 +102,15 @@ class VLLMReloadClient:
                 "learner's full-precision updates cannot replace: serve the unquantized checkpoint"
             )
         check_sampling_server(self.root_url, info)
+        if "/collective_rpc" not in _routes(self.root_url):
+            transfer = info.get("weight_transfer_config") or {}
+            nccl = isinstance(transfer, dict) and transfer.get("backend") == "nccl"
+            hint = (
+                " (its NCCL weight transfer: policy.weight_sync=trl, with vLLM and the learner on a GPU)"
+                if nccl
+                else ""
+            )
+            raise ConfigError(f"the vLLM server at {self.root_url} has no /collective_rpc{hint}: {DEV_MODE_HINT}")
         self.dtype = getattr(torch, str(model.get("dtype", "")).removeprefix("torch."), None)
 
     def push(self, tensors: dict[str, Any]) -> int:

@@ -120,3 +120,14 @@ def test_merged_lora_weights_are_the_merged_models_without_a_copy(monkeypatch):
     merged = dict(merged_named_weights(model))
     assert set(merged) == set(expected)
     assert all(torch.allclose(merged[n], t, atol=1e-6) for n, t in expected.items())
+
+
+def test_the_engine_computes_in_the_learners_dtype():
+    from agentrl.policy.backends import engine_dtype
+    from agentrl.policy.config import VLLMConfig
+
+    # vLLM alone would run a float32 checkpoint in 16 bits, and its log-probs would not be the learner's
+    assert engine_dtype(PolicyConfig(), None, "fp32") == "float32"
+    assert engine_dtype(PolicyConfig(), None, "bf16-mixed") == "bfloat16"
+    assert engine_dtype(PolicyConfig(vllm=VLLMConfig(dtype="float16")), None, "fp32") == "float16"
+    assert engine_dtype(PolicyConfig(), torch.nn.Linear(2, 2).to(torch.bfloat16), None) == "bfloat16"

@@ -30,7 +30,7 @@ from agentrl.policy.openai_policy import OpenAICompletionsPolicy  # noqa: E402
 from agentrl.protocols import SamplingParams  # noqa: E402
 
 SERVED_NAME = "tiny-served"
-START_TIMEOUT_S = 300.0
+START_TIMEOUT_S = 600.0  # a loaded 2-core machine starts vLLM slowly
 TOLERANCE = 1e-4
 
 

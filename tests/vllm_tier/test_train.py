@@ -46,6 +46,8 @@ def metrics(run_dir) -> list[dict]:
 def test_ten_steps_raise_held_out_success_with_a_small_sampler_gap_and_no_infra_error(run_dir):
     lines = metrics(run_dir)
     steps = [m for m in lines if m["step"] >= 1]
+    keys = ("eval/success", "eval/infra_errors", "infra_failures", "train/sampler_logprob_abs_diff")
+    print([{"step": m["step"], **{k: m[k] for k in keys if k in m}} for m in lines])  # shown when a check fails
     assert [m["step"] for m in steps] == list(range(1, STEPS + 1))
     evaluations = {m["step"]: m for m in lines if "eval/success" in m}
     assert evaluations[STEPS]["eval/success"] > evaluations[0]["eval/success"]
