@@ -67,14 +67,27 @@ def test_release_numbers_and_trls_version_rule():
         check_trl_server("0.31.0", None)
 
 
-def test_a_companion_built_for_another_torch_is_one_line(tmp_path, monkeypatch):
+@pytest.fixture
+def broken_torchvision(tmp_path, monkeypatch):
+    """A torchvision that fails to import as PyPI's CUDA build does beside the CPU torch."""
     broken = tmp_path / "torchvision"
     broken.mkdir()
     (broken / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "torchvision", raising=False)
+
+
+def test_a_companion_built_for_another_torch_is_one_line(broken_torchvision):
     with pytest.raises(DependencyError, match=r"torchvision does not load beside torch .*pip uninstall -y torchvision"):
         check_gpu_companions()
+
+
+def test_doctor_names_the_broken_companion_before_loading_weights(broken_torchvision):
+    from agentrl.doctor.model_doctor import doctor
+
+    last = doctor(PolicyConfig())[-1]
+    assert (last.check, last.status) == ("torch companions", "fail")
+    assert "nms does not exist" in last.detail and last.fix.startswith("pip uninstall -y torchvision")
 
 
 class EngineDeadError(Exception):
