@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 [ -x .venv-vllm/bin/python ] || scripts/setup_vllm.sh
-.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm_tier
+.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm_tier "$@"

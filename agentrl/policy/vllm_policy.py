@@ -161,6 +161,15 @@ class VLLMPolicy:
         self.version = 0
         self.top_logprobs = top_logprobs
         self.engine_kwargs = engine_arguments(model_path, self.settings, dtype=dtype, extra=engine_kwargs)
+        if source_model is not None:  # the learner is loaded: size the engine beside it now, a misfit is one line
+            from agentrl.policy.vllm_memory import fit_engine_memory
+
+            self.engine_kwargs = fit_engine_memory(
+                self.engine_kwargs,
+                self.settings.gpu_memory_utilization,
+                source_model,
+                self.settings.sleep_between_steps,
+            )
         self.eos_token_ids = frozenset(eos_token_ids) or model_eos_ids(model_path, tokenizer)
         self._engine_factory = engine_factory
         self._engine: Any = None
@@ -219,16 +228,8 @@ class VLLMPolicy:
         return self._engine
 
     def _start(self) -> Any:
-        from agentrl.policy.vllm_memory import fit_engine_memory
-
-        kwargs = fit_engine_memory(
-            self.engine_kwargs,
-            self.settings.gpu_memory_utilization,
-            self.source_model,
-            self.settings.sleep_between_steps,
-        )
         try:
-            return self._engine_factory(kwargs)
+            return self._engine_factory(self.engine_kwargs)
         except (ConfigError, DependencyError):
             raise
         except Exception as e:  # every trajectory would try again, for a minute each: fail them all at once
