@@ -111,8 +111,8 @@ class RunConfig:
             (self.trainer.clip_low >= 0 and self.trainer.clip_high >= 0, "clip ranges must be >= 0"),
             (self.trainer.dual_clip == 0 or self.trainer.dual_clip > 1, "trainer.dual_clip must be 0 or > 1"),
             (
-                self.policy.backend in ("transformers", "vllm", "openai"),
-                "policy.backend must be transformers, vllm or openai",
+                self.policy.backend in ("auto", "transformers", "vllm", "openai"),
+                "policy.backend must be auto, transformers, vllm or openai",
             ),
             (self.rollout.branching in ("none", "arpo", "aepo"), "rollout.branching must be none, arpo or aepo"),
             (

@@ -120,8 +120,8 @@ class Trainer:
             activation_checkpointing=config.policy.gradient_checkpointing,
         )
         # the in-process sampler shares the model's parameters, in the learner's dtype (bf16 under bf16-mixed), so it
-        # computes as the learner does with no autocast of its own
-        self.policy = build_policy(config.policy, self.model, self.tokenizer)
+        # computes as the learner does with no autocast of its own; vLLM engines compute in that dtype too
+        self.policy = build_policy(config.policy, self.model, self.tokenizer, precision=self.learner.precision)
         self.rollouts = build_rollouts(
             config, self.scaffold, self.eval_scaffold, self.policy, self.run_dir.name, self.dp
         )
@@ -178,6 +178,8 @@ class Trainer:
         shown = cfg.progress and self.dp.is_main
         try:
             with TrainProgress(cfg.trainer.steps, enabled=shown, start_step=self.state.step) as progress:
+                if shown and (note := getattr(self.policy, "backend_note", None)):  # which sampler runs, and why
+                    progress.log(note)
                 if self.context_window and cfg.rollout.max_tokens_per_episode > self.context_window:
                     progress.log(
                         f"warning: rollout.max_tokens_per_episode ({cfg.rollout.max_tokens_per_episode}) exceeds the "

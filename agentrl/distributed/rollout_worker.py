@@ -52,7 +52,8 @@ class RolloutWorker:
         if policy_factory is not None:  # a stand-in for the model (`agentrl bench scale`): from the tokenizer
             self.policy = policy_factory(self.tokenizer)
         else:
-            self.policy = build_policy(policy_config, self.model, self.tokenizer)
+            precision = resolve_precision(config.trainer.precision, params)
+            self.policy = build_policy(policy_config, self.model, self.tokenizer, precision=precision)
         self.tool_urls: tuple[str, ...] = ()
         self.token = token
         self.tools = self._tool_client(tuple(tool_urls))
@@ -116,7 +117,9 @@ class RolloutWorker:
                 if unknown:  # a subset of the parameters is fine (the trainable ones); others are a mismatch
                     raise ValueError(f"published weights the worker's model does not have: {unknown[:3]}")
             if weights and hasattr(self.policy, "refresh_weights"):  # a sampler with weights of its own (vLLM)
-                self.policy.refresh_weights()
+                self.policy.refresh_weights()  # on this running loop it only notes them: load them before playing
+                if hasattr(self.policy, "start"):
+                    await self.policy.start()
             self.policy.version = self.version = version
         return time.monotonic() - started
 

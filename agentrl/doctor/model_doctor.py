@@ -28,8 +28,16 @@ def doctor(config: PolicyConfig, *, fast: bool = False, tools: Sequence[dict[str
     if fast or failed(verdicts):
         return verdicts
     from agentrl.doctor.sampler_check import sampler_check
+    from agentrl.errors import DependencyError
     from agentrl.policy import load_model_and_tokenizer
     from agentrl.policy.loading import check_architecture
+    from agentrl.policy.vllm_environment import check_gpu_companions
+
+    try:  # torchvision & co. built for another torch break transformers' model imports with a traceback
+        check_gpu_companions()
+    except DependencyError as e:
+        detail, _, fix = str(e).partition("; vLLM's text models need none of them: ")
+        return [*verdicts, Verdict("torch companions", "fail", detail, fix)]
 
     try:
         check_architecture(config)

@@ -112,13 +112,18 @@ def check_toolsets(name: str, scaffold: Any, sandbox: SandboxConfig) -> list[Pro
 
 def check_policy(policy: PolicyConfig) -> list[Probe]:
     """Check at once what the policy backend needs installed or configured; returns the probe of its server."""
-    if policy.backend == "vllm" and importlib.util.find_spec("vllm") is None:
-        raise DependencyError("policy.backend=vllm needs vLLM: pip install 'agentrl[vllm]' (on a GPU machine)")
-    if policy.backend == "transformers":
+    from agentrl.policy.backends import choose_backend
+
+    backend, _ = choose_backend(policy)
+    if backend == "vllm":
+        from agentrl.policy.vllm_environment import check_vllm_environment
+
+        check_vllm_environment()
+    if backend == "transformers":
         from agentrl.policy.loading import check_architecture
 
         check_architecture(policy)
-    if policy.backend != "openai":
+    if backend != "openai":
         return []
     if not policy.base_url:
         raise ConfigError("policy.backend=openai needs policy.base_url (the server's URL, e.g. http://host:8000/v1)")

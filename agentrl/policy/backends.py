@@ -1,23 +1,47 @@
-"""`build_policy`: the sampler backend a `PolicyConfig` names, over the model and tokenizer already loaded."""
+"""`build_policy`: the sampler backend a `PolicyConfig` names, over the model and tokenizer already loaded; and
+`choose_backend`, what `policy.backend=auto` resolves to here, and why."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
-from agentrl.errors import ConfigError, DependencyError
+from agentrl.errors import ConfigError
 from agentrl.policy.config import PolicyConfig
 from agentrl.rollout.chat import ChatFormat, ChatSettings, end_of_turn_ids
 
 
-def build_policy(config: PolicyConfig, model: Any, tokenizer: Any, *, compute: Any = None) -> Any:
+def build_policy(
+    config: PolicyConfig, model: Any, tokenizer: Any, *, compute: Any = None, precision: str | None = None
+) -> Any:
     """The sampler backend named by `config.backend`, with the `ChatSettings` its turns are rendered and read
-    with (`policy.chat_settings`); `compute` is the context (the learner's autocast) the in-process sampler's
-    forward passes run in."""
+    with (`policy.chat_settings`); `compute` is a context the in-process sampler enters once per decoding session
+    (none by default: it computes in its parameters' dtype, the learner's), `precision` the learner's resolved
+    precision (a vLLM engine computes in its dtype)."""
     settings = chat_settings(config, tokenizer, model)
-    policy = _sampler(config, model, tokenizer, settings, compute)
+    backend, why = choose_backend(config)
+    policy = _sampler(config, backend, model, tokenizer, settings, (compute, precision))
     policy.chat_settings = settings
+    seeds = "" if getattr(policy, "per_request_seeds", True) else "; per-request seeds off (vLLM's CPU build)"
+    policy.backend_note = f"sampler: {backend} ({why}){seeds}"
     return policy
+
+
+def choose_backend(config: PolicyConfig) -> tuple[str, str]:
+    """The backend `config.backend` means on this machine, and why: `auto` is vLLM on a CUDA device when vLLM is
+    installed, the in-process transformers sampler otherwise."""
+    if config.backend != "auto":
+        return config.backend, f"policy.backend={config.backend}"
+    if importlib.util.find_spec("vllm") is None:
+        return "transformers", "policy.backend=auto: vLLM is not installed"
+    import torch
+
+    if config.device == "cpu" or not config.device.startswith(("auto", "cuda")):
+        return "transformers", f"policy.backend=auto: policy.device={config.device}"
+    if not torch.cuda.is_available():
+        return "transformers", "policy.backend=auto: vLLM is installed but there is no CUDA device"
+    return "vllm", "policy.backend=auto: vLLM is installed and a CUDA device is present"
 
 
 def chat_settings(config: PolicyConfig, tokenizer: Any, model: Any = None) -> ChatSettings:
@@ -55,8 +79,21 @@ def generation_eos(config: PolicyConfig, model: Any = None) -> Any:
     return generation.eos_token_id
 
 
-def _sampler(config: PolicyConfig, model: Any, tokenizer: Any, settings: ChatSettings, compute: Any) -> Any:
-    if config.backend == "transformers":
+def engine_dtype(config: PolicyConfig, model: Any, precision: str | None) -> str:
+    """The dtype a vLLM engine computes in: `policy.vllm.dtype`, or under `auto` the learner's compute dtype."""
+    if config.vllm.dtype != "auto":
+        return config.vllm.dtype
+    if precision is not None:
+        return "float32" if precision == "fp32" else "bfloat16"
+    weights = next(iter(model.parameters()), None) if model is not None else None
+    return str(weights.dtype).removeprefix("torch.") if weights is not None else "auto"
+
+
+def _sampler(
+    config: PolicyConfig, backend: str, model: Any, tokenizer: Any, settings: ChatSettings, learner: tuple
+) -> Any:
+    compute, precision = learner
+    if backend == "transformers":
         from agentrl.policy.transformers_policy import TransformersPolicy
 
         return TransformersPolicy(
@@ -68,20 +105,22 @@ def _sampler(config: PolicyConfig, model: Any, tokenizer: Any, settings: ChatSet
             eos_token_ids=settings.eos_token_ids,
             **({"compute": compute} if compute is not None else {}),
         )
-    if config.backend == "vllm":
-        try:
-            import vllm  # noqa: F401
-        except ImportError as e:
-            raise DependencyError(
-                "policy.backend=vllm needs vLLM: pip install 'agentrl[vllm]' (on a GPU machine)"
-            ) from e
+    if backend == "vllm":
+        from agentrl.policy.vllm_environment import check_vllm_environment
         from agentrl.policy.vllm_policy import VLLMPolicy
 
-        return VLLMPolicy.from_config(config, tokenizer, source_model=model, eos_token_ids=settings.eos_token_ids)
-    if config.backend == "openai":
+        check_vllm_environment()
+        return VLLMPolicy.from_config(
+            config,
+            tokenizer,
+            source_model=model,
+            eos_token_ids=settings.eos_token_ids,
+            dtype=engine_dtype(config, model, precision),
+        )
+    if backend == "openai":
         from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 
         if not config.base_urls:
             raise ConfigError("policy.backend=openai needs policy.base_url (one URL, or several comma-separated)")
         return OpenAICompletionsPolicy.from_config(config, tokenizer, source_model=model)
-    raise ConfigError(f"unknown policy backend {config.backend!r}")
+    raise ConfigError(f"unknown policy backend {backend!r}")

@@ -9,13 +9,19 @@ from dataclasses import dataclass, field
 class VLLMConfig:
     """The in-process vLLM engine of `policy.backend=vllm` (vLLM's `LLM(...)` arguments of the same names)."""
 
-    gpu_memory_utilization: float = 0.5
-    """Share of the GPU's memory the engine may take (weights, KV cache); the learner needs the rest when both
-    share a GPU."""
+    gpu_memory_utilization: float | None = None
+    """Share of the GPU's memory the engine may take (weights, KV cache); None = computed when the engine starts:
+    what is free beside the learner, less what the learner's update will still allocate (its optimizer state, and
+    unless the engine sleeps through updates its gradients and activations). A share that does not fit fails with
+    one line before the engine starts."""
     tensor_parallel_size: int = 1
     """GPUs one engine spans."""
     max_model_len: int | None = None
     """Longest sequence the engine serves; None = the model's own limit (set it to bound the KV cache)."""
+    dtype: str = "auto"
+    """Dtype the engine computes in: `auto` = the learner's compute dtype (bfloat16 under `trainer.precision`
+    bf16-mixed or bf16, float32 under fp32), so the sampler's log-probabilities describe what the learner scores;
+    or `float32`, `bfloat16`, `float16`. (vLLM's own default runs float32 checkpoints in 16 bits.)"""
     enforce_eager: bool = False
     """Run without CUDA graphs (slower decoding, faster start, less memory)."""
     sleep_between_steps: bool = False
@@ -34,13 +40,17 @@ class PolicyConfig:
     local_files_only: bool | None = None
     """Load `model` only from a local path or the local hub cache, never downloading (a model not cached fails at
     once, saying how to download it); None = true when $HF_HUB_OFFLINE is set, else false."""
-    backend: str = "transformers"
-    """Sampler backend: `transformers` (in-process), `vllm` (an in-process vLLM engine on the GPU, weights synced
-    from the learner each step; the `vllm` extra) or `openai` (an OpenAI-compatible completions server)."""
+    backend: str = "auto"
+    """Sampler backend: `auto` (vLLM on a CUDA device when it is installed, else transformers; the run header says
+    which and why), `transformers` (in-process), `vllm` (an in-process vLLM engine, weights synced from the learner
+    each step; the `vllm` extra) or `openai` (an OpenAI-compatible completions server)."""
     base_url: str | tuple[str, ...] | None = None
     """Base URL of the OpenAI-compatible server for the `openai` backend, or of several serving the same model
     (comma-separated, `http://a:8000/v1,http://b:8000/v1`, or a TOML list): a trajectory's requests stay on one
     server, new trajectories go to the least-loaded, and every server gets each weight update."""
+    served_model_name: str | None = None
+    """The name the `openai` backend's server serves the model under (the `model` of each request); None = asked
+    of the server (`GET /v1/models`): its only model, or `model` when it serves several."""
     api_key: str | None = None
     """API key for the `openai` backend (defaults to $OPENAI_API_KEY, then `EMPTY`)."""
     device: str = "auto"
@@ -83,8 +93,9 @@ class PolicyConfig:
     default."""
     weight_sync: str = "auto"
     """How `policy.backend=openai` servers get the learner's weights after each step: `auto` (whatever the server
-    supports, checked before training starts), `agentrl` (`agentrl serve`'s weight-update endpoint), `trl` (TRL's
-    `trl vllm-serve` weight-update protocol) or `none` (the servers keep their weights; needs `off_policy=true`)."""
+    supports, checked before training starts), `agentrl` (`agentrl serve`'s weight-update endpoint), `vllm` (`vllm
+    serve` in dev mode on this machine: vLLM's in-place reload from files the trainer writes), `trl` (TRL's `trl
+    vllm-serve` NCCL weight transfer) or `none` (the servers keep their weights; needs `off_policy=true`)."""
     weight_sync_token: str | None = None
     """Bearer token of the servers' weight-update endpoint (default: $AGENTRL_WEIGHTS_TOKEN)."""
     off_policy: bool = False

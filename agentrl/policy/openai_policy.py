@@ -8,6 +8,14 @@ the extension make it fall back to re-tokenizing the returned text, which breaks
 fallback is counted in `retokenized_completions` and should be zero in a healthy setup. The entropy is a
 top-k proxy from the returned top logprobs.
 
+Sampling is asked for explicitly: temperature and top-p as the rollout sets them, and top-k off, min-p 0 and no
+repetition, presence or frequency penalty, since a server fills what a request leaves out from the model's
+generation config (Qwen's suggests top-k 20 and a repetition penalty) and the learner scores the plain tempered
+distribution. The request's `model` is the name the server serves the model under: `policy.served_model_name`, or
+what `GET /v1/models` lists (its only model, else `policy.model` when listed). A vLLM server whose config says it
+runs vLLM's CPU build gets no per-request seed (that build's sampler dies on one), and one that returns raw
+log-probabilities instead of the sampling distribution's is refused for training (`vllm_reload_client.py`).
+
 Weights: built for training (`from_config` with the learner's `source_model`), the policy checks that the server can
 take the learner's weights and pushes them once, so the server starts from exactly the learner's weights;
 `sync_weights()` pushes them after every step and `refresh_weights()` pushes them without counting a step (after
@@ -25,6 +33,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from agentrl.errors import ConfigError
 from agentrl.policy.server_pool import Server, ServerPool, server_urls
 from agentrl.protocols import SamplingParams
 from agentrl.types import Completion
@@ -45,6 +54,7 @@ class OpenAICompletionsPolicy:
         max_retries: int = 3,
         source_model: Any | None = None,
         weight_sync: Any | None = None,
+        send_seeds: bool = True,
     ):
         from openai import AsyncOpenAI
 
@@ -55,6 +65,7 @@ class OpenAICompletionsPolicy:
         # (evaluation, or training with policy.off_policy=true)
         self.weight_sync = weight_sync
         self.model = model
+        self.send_seeds = send_seeds
         self.top_logprobs = top_logprobs
         self.retokenized_completions = 0
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
@@ -71,16 +82,22 @@ class OpenAICompletionsPolicy:
         """The client a `PolicyConfig` describes (`backend=openai`), training `source_model`: checks that every server
         takes weights (a `ConfigError` saying what to do when one cannot, unless `policy.off_policy=true`) and pushes
         the learner's weights once."""
-        from agentrl.policy.weight_sync import connect_weight_sync
+        from agentrl.policy.vllm_reload_client import check_sampling_server, server_info, serves_on_cpu
+        from agentrl.policy.weight_sync import connect_weight_sync, server_root
 
+        root = server_root(config.base_urls[0])
+        info = server_info(root)  # a vLLM server in dev mode says how it samples
+        if info is not None and source_model is not None:
+            check_sampling_server(root, info)
         sync = connect_weight_sync(config, source_model)
         policy = cls(
             tokenizer,
             base_url=config.base_url,
-            model=config.model,
+            model=served_model_name(config),
             api_key=config.api_key,
             source_model=source_model,
             weight_sync=sync,
+            send_seeds=not serves_on_cpu(info),
         )
         policy.refresh_weights()
         return policy
@@ -113,9 +130,14 @@ class OpenAICompletionsPolicy:
             temperature=params.temperature,
             top_p=params.top_p,
             stop=list(params.stop) or None,
-            seed=params.seed,
+            seed=params.seed if self.send_seeds else None,
+            presence_penalty=0.0,
+            frequency_penalty=0.0,
             logprobs=self.top_logprobs,
             extra_body={
+                "top_k": -1,
+                "min_p": 0.0,
+                "repetition_penalty": 1.0,
                 "return_tokens_as_token_ids": True,
                 "skip_special_tokens": False,
                 "include_stop_str_in_output": True,
@@ -139,9 +161,11 @@ class OpenAICompletionsPolicy:
     def refresh_weights(self) -> None:
         """Push the learner's current weights without counting a step (after a resumed run loaded its checkpoint)."""
         if self.weight_sync is not None and self.source_model is not None:
-            from agentrl.policy.weight_sync import learner_weights
+            from agentrl.policy.weight_sync import learner_weights, merged_named_weights
 
-            self.weight_sync.push(learner_weights(self.source_model))
+            whole = getattr(self.weight_sync, "whole_model", False)
+            model = self.source_model
+            self.weight_sync.push(dict(merged_named_weights(model)) if whole else learner_weights(model))
             self.pool.expect_versions(self.weight_sync.server_versions)
 
     async def aclose(self) -> None:
@@ -162,6 +186,30 @@ class OpenAICompletionsPolicy:
         if choice.finish_reason == "stop" and not choice.text.endswith(self._eos_text):
             ids.append(self.tokenizer.eos_token_id)
         return ids, [0.0] * len(ids), [0.0] * len(ids)
+
+
+def served_model_name(config: Any) -> str:
+    """The `model` of each request: `policy.served_model_name`, else what the first server lists at `GET /models`
+    (its only model, or `policy.model` among several); `policy.model` when it lists nothing."""
+    import httpx
+
+    if config.served_model_name:
+        return config.served_model_name
+    url = config.base_urls[0]
+    key = config.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+    try:
+        response = httpx.get(f"{url}/models", headers={"Authorization": f"Bearer {key}"}, timeout=10.0)
+        listed = [m["id"] for m in response.json()["data"]] if response.status_code == 200 else []
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        listed = []
+    if len(set(listed)) == 1:
+        return listed[0]
+    if not listed or config.model in listed:
+        return config.model
+    raise ConfigError(
+        f"the server at {url} serves {', '.join(listed)}, not policy.model={config.model}: set "
+        "policy.served_model_name to the one to sample from"
+    )
 
 
 def _topk_entropy(top: dict[str, float] | None) -> float:

