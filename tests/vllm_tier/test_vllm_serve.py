@@ -23,7 +23,7 @@ import torch
 pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm", reason="the vllm tier runs in the vLLM environment (scripts/setup_vllm.sh)")
 
-from test_engine import chat_prompt, gap, perturb, run_all  # noqa: E402
+from test_vllm_engine import chat_prompt, gap, perturb, run_all  # noqa: E402
 
 from agentrl.policy import resolve_model_path  # noqa: E402
 from agentrl.policy.config import PolicyConfig  # noqa: E402

@@ -13,7 +13,7 @@ import torch
 pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm", reason="the vllm tier runs in the vLLM environment (scripts/setup_vllm.sh)")
 
-from test_engine import chat_prompt, gap, run_all  # noqa: E402
+from test_vllm_engine import chat_prompt, gap, run_all  # noqa: E402
 
 from agentrl.config import load_config  # noqa: E402
 from agentrl.trainer import Trainer  # noqa: E402
