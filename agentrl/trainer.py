@@ -35,6 +35,7 @@ from agentrl.doctor.model_doctor import require_chat_format
 from agentrl.doctor.preflight import check_train
 from agentrl.errors import ConfigError
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
+from agentrl.policy.backends import choose_backend
 from agentrl.registry import build_rewards, build_rollouts, build_scaffold
 from agentrl.reward import RewardOutages, apply_filters, component_metrics
 from agentrl.rollout.partial import PartialRollouts
@@ -116,7 +117,7 @@ class Trainer:
             data_parallel=self.dp,
             temperature=config.rollout.temperature,
             episode_token_budget=config.rollout.max_tokens_per_episode,
-            remote_sampler=config.policy.backend != "transformers",
+            remote_sampler=choose_backend(config.policy)[0] != "transformers",  # `auto` resolved as build_policy will
             activation_checkpointing=config.policy.gradient_checkpointing,
         )
         # the in-process sampler shares the model's parameters, in the learner's dtype (bf16 under bf16-mixed), so it
@@ -361,7 +362,9 @@ class Trainer:
         self.metrics.log(step, stats)
         progress.advance(step, stats)
         if groups:
-            credit = TurnCredit.of(samples, getattr(self.learner, "last_logprobs", None))  # the update, per turn
+            # the learner's log-probs are this step's only when it updated (a skipped step leaves the last ones)
+            updated = samples and "train/skipped" not in stats
+            credit = TurnCredit.of(samples, getattr(self.learner, "last_logprobs", None) if updated else None)
             write_trajectories(self.run_dir, f"step_{step:06d}.jsonl", groups, credit)
 
     def checkpoint(self, step: int, *, force: bool = False) -> None:

@@ -138,7 +138,7 @@ def measure_learner(
         "optimizer_steps_per_update": stats["optimizer_steps"],
         "seconds_per_update": round(seconds, 4),
         "tokens_per_s": round(batch * seq_len / seconds, 1),
-        "model_tflop_per_update": round(flops["total"] / 1e12, 2),
+        "model_flop_per_update": flops["total"],
         "model_tflops_per_s": round(flops["total"] / seconds / 1e12, 1),
         "loss": stats["loss"],
     }

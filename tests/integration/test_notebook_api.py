@@ -63,6 +63,13 @@ def test_objects_in_a_running_loop(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "step_000001").exists()
 
 
+def test_the_default_backend_on_a_cpu_needs_no_importance_correction(tmp_path):
+    """`policy.backend=auto` resolves to the in-process sampler here, which shares the learner's fp32 weights: no
+    truncated importance sampling, whose weights would only add the engines' rounding noise."""
+    trainer = _trainer(tmp_path, "trainer.steps=1", tools=[calculate], tasks=TASKS, rewards=[exact_match])
+    assert trainer.config.policy.backend == "auto" and trainer.learner.tis_cap == 0.0
+
+
 def test_arun_leaves_the_callers_loop_free_and_cancelling_stops_checkpointed(tmp_path):
     trainer = _trainer(tmp_path, "trainer.steps=50", tools=[calculate], tasks=TASKS)
     ticks = []

@@ -69,7 +69,7 @@ def test_the_gpu_proof_script_runs_at_a_tiny_size(tmp_path):
     report = json.loads((tmp_path / "gpu_proof.json").read_text())
     assert not [name for name in parts.split(",") if "error" in report[name]], report
     learner = report["learner_0.6b_4k"]
-    assert learner["tokens_per_s"] > 0 and learner["model_tflop_per_update"] > 0
+    assert learner["tokens_per_s"] > 0 and learner["model_flop_per_update"] > 0
     assert report["sampler"]["sampler_learner_logprob_gap"]["max"] < 1e-4  # fp32 on the CPU
     assert report["train"]["infra_failures"] == 0 and report["train"]["sampler_logprob_abs_diff"] < 1e-4
     fsdp = report["fsdp"]  # one rank of FSDP2 computes what the unsharded learner computes

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Every test agentrl has, in the three environments they run in (what CI runs after scripts/setup.sh):
+#  1. .venv: the unit, integration and slow tiers (python -m pytest; the vllm tier skips itself there);
+#  2. the installed wheel, outside the checkout (scripts/check_install.sh);
+#  3. .venv-vllm: the vllm tier, agentrl's vLLM backends against vLLM's CPU build (scripts/setup_vllm.sh);
+#  4. .venv-compat: the unit and integration tiers again on the oldest torch, transformers and trl agentrl declares
+#     (scripts/setup_compat.sh; constraints-compat.txt).
+# The two extra environments are made on first use (a few minutes each). Arguments go to every pytest run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || { echo "test: no .venv here; run scripts/setup.sh first" >&2; exit 1; }
+
+section() { echo; echo "== $1"; }
+
+section "unit, integration and slow tiers (.venv)"
+# pytest exits 5 when it collects nothing: that is a failure here too.
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+
+section "the installed wheel, outside the checkout"
+PATH="$PWD/.venv/bin:$PATH" scripts/check_install.sh --deps-from .venv
+
+section "vllm tier (.venv-vllm)"
+[ -x .venv-vllm/bin/python ] || scripts/setup_vllm.sh
+.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm_tier "$@"
+
+section "unit and integration tiers on the oldest declared torch, transformers and trl (.venv-compat)"
+[ -x .venv-compat/bin/python ] || scripts/setup_compat.sh
+.venv-compat/bin/python -m pytest -q -p no:cacheprovider -m "unit or integration" "$@"
