@@ -29,13 +29,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl.builders import build_rewards, build_scaffold
 from agentrl.config import RunConfig, dump_toml, load_config, run_config
 from agentrl.credit.assign import assign_credit
+from agentrl.distributed.rollouts import build_rollouts
 from agentrl.doctor.model_doctor import require_chat_format
 from agentrl.doctor.preflight import check_train
 from agentrl.errors import ConfigError
 from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
-from agentrl.registry import build_rewards, build_rollouts, build_scaffold
+from agentrl.registry import resolve
 from agentrl.reward import RewardOutages, apply_filters, component_metrics
 from agentrl.rollout.partial import PartialRollouts
 from agentrl.runlog.background import run_awaitable, run_blocking
@@ -303,8 +305,6 @@ class Trainer:
 
     def filter(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
         """Apply `reward_filters` to the whole batch; what they removed lands in `self.score_stats`."""
-        from agentrl.registry import resolve
-
         if not self.config.reward_filters:
             return groups
         named = [(spec, resolve("reward_filter", spec)) for spec in self.config.reward_filters]

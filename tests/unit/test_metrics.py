@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.runlog.metrics import MetricsLogger, read_metrics
+from agentrl.runlog.metrics import MetricsLogger
+from agentrl.runlog.metrics_file import read_metrics
 from agentrl.runlog.plots import compare_runs, plot_run
 from agentrl.runlog.progress import TrainProgress
 from agentrl.runlog.report import report
