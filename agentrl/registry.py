@@ -3,16 +3,16 @@
 The core never imports the collections (`agentrl.tools`, `agentrl.scaffolds`, `agentrl.rewards`) at module
 load; it looks names up here when a run needs them. Any string that is not a short name is treated as an
 import path (`package.module:attr` or `package.module.attr`), so user code plugs in without registration.
+
+This module imports nothing of agentrl but its errors, so every room may read it; what builds a run's parts from
+these names (its scaffold, tool backend, rewards) is `agentrl/builders.py`.
 """
 
 from __future__ import annotations
 
-import copy
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from agentrl.errors import ConfigError
@@ -162,110 +162,6 @@ def load_scaffold(name: str, rollout: Any = None) -> Any:
     return factory(rollout=rollout) if isinstance(factory, type) else factory
 
 
-# --- a run's parts: from the config's names, or from Python objects ---------------------------------------
-
-
-def build_scaffold(
-    config: Any, rollout: Any, *, scaffold: Any = None, tools: Sequence[Any] = (), tasks: Any = None
-) -> Any:
-    """The run's scaffold, sampling with `rollout`.
-
-    A scaffold object is used as given (a copy of it carrying `rollout`, when it has a `rollout` attribute, so
-    that it samples as the learner scores). Tools or tasks, as objects or in the config (`tools`, `tasks`,
-    `system_prompt`), configure the generic `react` scaffold. Otherwise the scaffold the config names.
-    """
-    if scaffold is not None:
-        if tools or tasks is not None:
-            raise ConfigError("give the tools and tasks to the scaffold object itself, or give no scaffold")
-        return _with_rollout(scaffold, rollout)
-    if config.scaffold == "agent" or config.agent:
-        from agentrl.scaffolds.agent import AgentScaffold
-
-        return AgentScaffold.from_config(config, rollout)
-    tool_specs = [_toolset(t) if isinstance(t, str) else t for t in tools] or [_toolset(s) for s in config.tools]
-    if not (tool_specs or tasks is not None or config.tasks or config.system_prompt):
-        return load_scaffold(config.scaffold, rollout)
-    if config.scaffold != "react":
-        raise ConfigError("tools, tasks and system_prompt configure the react scaffold; set scaffold=react")
-    from agentrl.scaffolds.react import DEFAULT_SYSTEM_PROMPT, ReactScaffold
-    from agentrl.tasks import task_source
-
-    return ReactScaffold(
-        tools=tool_specs,
-        tasks=as_task_source(tasks) if tasks is not None else task_source(config.tasks) if config.tasks else None,
-        system_prompt=config.system_prompt or DEFAULT_SYSTEM_PROMPT,
-        rewards=config.rewards or ("exact_match",),
-        rollout=rollout,
-    )
-
-
-def build_tool_client(config: Any, scaffold: Any) -> Any:
-    """The run's tool backend: a client of `config.tool_servers` when set, else an in-process tool server holding
-    the scaffold's toolsets, called directly (`LocalToolClient`: the same sessions, without HTTP in between)."""
-    if config.tool_servers:
-        from agentrl.toolserver.client import ToolClient
-
-        return ToolClient(list(config.tool_servers), token=config.tool_server_token)
-    from agentrl.toolserver.local_client import LocalToolClient
-    from agentrl.toolserver.sessions import ToolSessions
-
-    return LocalToolClient(ToolSessions(list(scaffold.toolsets()), config.tool_server))
-
-
-def build_rollouts(
-    config: Any, scaffold: Any, eval_scaffold: Any, policy: Any, run_name: str, data_parallel: Any = None
-) -> Any:
-    """Where the run's episodes are played: rollout workers on a Ray cluster (`ray.enabled`, `agentrl train
-    --ray`), else this process, with the tool backend `build_tool_client` names. Ranks of a multi-process run
-    (`data_parallel`) each get their share of the groups (on Ray, rank 0 holds the workers)."""
-    central = config.ray.enabled
-    if central and (data_parallel is None or data_parallel.is_main):
-        from agentrl.distributed.ray_rollouts import RayRollouts
-
-        inner = RayRollouts(config, run_name)
-    elif central:
-        inner = None
-    else:
-        from agentrl.rollout.local_rollouts import LocalRollouts
-
-        inner = LocalRollouts(config, scaffold, eval_scaffold, policy, build_tool_client(config, scaffold))
-    if data_parallel is None or not data_parallel.enabled:
-        return inner
-    from agentrl.distributed.sharded_rollouts import ShardedRollouts
-
-    return ShardedRollouts(inner, data_parallel, central=central)
-
-
-def build_rewards(specs: Sequence[str], rewards: Sequence[Any] = ()) -> Any:
-    """The reward stack: reward objects (or `(reward, weight)` pairs, or names) when given, else `specs`."""
-    from agentrl.reward import RewardStack
-
-    if not rewards:
-        return RewardStack.from_specs(specs)
-    components = []
-    for item in rewards:
-        reward, weight = item if isinstance(item, tuple) else (item, 1.0)
-        if isinstance(reward, str):
-            components.extend(RewardStack.from_specs([reward]).components)
-        else:
-            components.append((reward, weight))
-    return RewardStack(components)
-
-
-def as_task_source(tasks: Any) -> Callable[[str], list[Any]]:
-    """A `split -> tasks` function from a task source (a file, a directory, a dataset id, a `TaskSourceConfig`),
-    a list of `Task`s or of dicts read as a task file's rows (`prompt` or `messages`, optional `answer`, `id`,
-    `split`; other keys go to `metadata`), or such a function itself."""
-    from agentrl.tasks import TaskSourceConfig, task_source, tasks_from_rows
-
-    if isinstance(tasks, (str, Path, TaskSourceConfig)):
-        return task_source(tasks)
-    if callable(tasks):
-        return tasks
-    made = tasks_from_rows(list(tasks))
-    return lambda split: [t for t in made if t.split == split]
-
-
 def describe(obj: Any) -> str:
     """How a run's config.toml names a Python object: its import path when it has one, else `<python NAME>`; a
     name given as a string is kept."""
@@ -275,21 +171,3 @@ def describe(obj: Any) -> str:
     if module and name and module != "__main__" and "<" not in name:
         return f"{module}:{name}"
     return f"<python {name or type(obj).__name__}>"
-
-
-def _toolset(spec: str) -> Any:
-    """A toolset named in the config: `mcp:COMMAND` / `mcp:URL` (an MCP server's tools), a short name or an
-    import path."""
-    if spec.startswith("mcp:"):
-        from agentrl.toolserver.mcp_toolset import toolset_from_spec
-
-        return toolset_from_spec(spec)
-    return import_path(TOOLSETS.get(spec, spec))
-
-
-def _with_rollout(scaffold: Any, rollout: Any) -> Any:
-    if rollout is None or not hasattr(scaffold, "rollout"):
-        return scaffold
-    copied = copy.copy(scaffold)
-    copied.rollout = rollout
-    return copied

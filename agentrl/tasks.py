@@ -156,7 +156,7 @@ def _tables(config: TaskSourceConfig) -> dict[str, Any]:
     recording = path / "sessions.jsonl" if path.is_dir() else path
     if recording.name == "sessions.jsonl" and recording.is_file():
         _no_config(config, "a gateway recording")
-        from agentrl.serve.recorded import recorded_openings
+        from agentrl.serve.recorded_sessions import recorded_openings
 
         return {"train": recorded_openings(recording)}
     if path.is_dir() and ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):

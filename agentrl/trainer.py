@@ -29,14 +29,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl.builders import build_rewards, build_scaffold
 from agentrl.config import RunConfig, dump_toml, load_config, run_config
 from agentrl.credit.assign import assign_credit
+from agentrl.distributed.rollouts import build_rollouts
 from agentrl.doctor.model_doctor import require_chat_format
 from agentrl.doctor.preflight import check_train
 from agentrl.errors import ConfigError
-from agentrl.policy import build_policy, context_window, load_model_and_tokenizer
+from agentrl.policy import build_policy, context_window, load_model_and_tokenizer, past_context_warning
 from agentrl.policy.backends import choose_backend
-from agentrl.registry import build_rewards, build_rollouts, build_scaffold
+from agentrl.registry import resolve
 from agentrl.reward import RewardOutages, apply_filters, component_metrics
 from agentrl.rollout.partial import PartialRollouts
 from agentrl.runlog.background import run_awaitable, run_blocking
@@ -181,12 +183,8 @@ class Trainer:
             with TrainProgress(cfg.trainer.steps, enabled=shown, start_step=self.state.step) as progress:
                 if shown and (note := getattr(self.policy, "backend_note", None)):  # which sampler runs, and why
                     progress.log(note)
-                if self.context_window and cfg.rollout.max_tokens_per_episode > self.context_window:
-                    progress.log(
-                        f"warning: rollout.max_tokens_per_episode ({cfg.rollout.max_tokens_per_episode}) exceeds the "
-                        f"model's context window ({self.context_window} positions); what an episode samples past "
-                        "it the model never trained on (metric tokens/past_context)"
-                    )
+                if warning := past_context_warning(cfg.rollout.max_tokens_per_episode, self.context_window):
+                    progress.log(warning)
                 if self.state.step == 0 and cfg.eval.every_steps:
                     last = self.evaluate(0)
                     self.log(0, last, progress)
@@ -304,8 +302,6 @@ class Trainer:
 
     def filter(self, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
         """Apply `reward_filters` to the whole batch; what they removed lands in `self.score_stats`."""
-        from agentrl.registry import resolve
-
         if not self.config.reward_filters:
             return groups
         named = [(spec, resolve("reward_filter", spec)) for spec in self.config.reward_filters]

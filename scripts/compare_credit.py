@@ -76,7 +76,7 @@ def train_command(arm: str, seed: int, args: argparse.Namespace) -> list[str]:
 
 def summarise(run_dir: Path) -> dict[str, Any]:
     """One run's numbers: held-out success per eval step and the mean per-step costs of its training steps."""
-    from agentrl.runlog.metrics import read_metrics
+    from agentrl.runlog.metrics_file import read_metrics
 
     records = read_metrics(run_dir)
     trained = [r for r in records if "time/step_s" in r]

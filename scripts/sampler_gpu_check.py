@@ -16,90 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-def synchronize(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def time_loop(model: Any, prompts: list[list[int]], steps: int, device: str) -> dict[str, Any]:
-    import torch
-
-    from agentrl.policy.decode_loop import DecodeLoop
-    from agentrl.protocols import SamplingParams
-
-    loop = DecodeLoop(model, eos_token_ids=set(), pad_token_id=0)
-    params = SamplingParams(max_new_tokens=steps + 8, temperature=1.0)
-    loop.add([(r, p, params, r) for r, p in enumerate(prompts)])
-    for _ in range(3):
-        loop.step()
-    synchronize(device)
-    hidden = 0
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if device.startswith("cuda"):
-            torch.cuda.set_sync_debug_mode("warn")
-        started = time.perf_counter()
-        for _ in range(steps - 3):
-            loop.step()
-        synchronize(device)
-        seconds = time.perf_counter() - started
-        if device.startswith("cuda"):
-            torch.cuda.set_sync_debug_mode("default")
-        hidden = sum("synchroniz" in str(w.message) for w in caught)
-    done = {}
-    while len(loop):
-        done.update(loop.step())
-    per_step = seconds / (steps - 3)
-    return {
-        "ms_per_step": round(1000 * per_step, 2),
-        "tokens_per_s": round(len(prompts) / per_step, 1),
-        "hidden_syncs_per_step": hidden / (steps - 3),
-        "results": done,
-    }
-
-
-def time_generate(model: Any, prompts: list[list[int]], steps: int, device: str) -> dict[str, Any]:
-    import torch
-
-    ids = torch.tensor(prompts, device=device)
-    kwargs = {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0, "pad_token_id": 0}
-    model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, **kwargs)  # warm-up
-    synchronize(device)
-    times = []
-    for n in (4, steps):
-        started = time.perf_counter()
-        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n, **kwargs)
-        synchronize(device)
-        times.append(time.perf_counter() - started)
-    per_step = (times[1] - times[0]) / (steps - 4)
-    return {"ms_per_step": round(1000 * per_step, 2), "tokens_per_s": round(len(prompts) / per_step, 1)}
-
-
-def logprob_gap(model: Any, prompts: list[list[int]], results: dict) -> dict[str, float]:
-    from agentrl.policy.transformers_policy import continuation_logprobs
-
-    diffs = []
-    for r, prompt in enumerate(prompts):
-        learner = continuation_logprobs(model, [(prompt, results[r].token_ids)], 0)[0]
-        diffs += [abs(a - b) for a, b in zip(learner, results[r].logprobs, strict=True)]
-    return {"max": max(diffs), "mean": sum(diffs) / len(diffs)}
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     import random
 
     import torch
-    from gpu_parts import build_model
+    from gpu_parts import build_model, logprob_gap, time_generate, time_loop
     from transformers import AutoModelForCausalLM
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -89,8 +89,8 @@ def run_benchmark(*, tasks: int = 8, samples: int = 4, steps: int = 3, syncs: in
 
 
 def _arm(config: Any, workers: int, steps: int) -> dict[str, float]:
+    from agentrl.builders import build_scaffold
     from agentrl.distributed.ray_rollouts import RayRollouts
-    from agentrl.registry import build_scaffold
 
     config = replace(config, ray=replace(config.ray, rollout_workers=workers))
     tasks = build_scaffold(config, config.rollout).tasks("train")

@@ -31,8 +31,8 @@ class RolloutWorker:
     def __init__(self, config: Any, tool_urls: Sequence[str], token: str | None, policy_factory: Any = None) -> None:
         import torch
 
+        from agentrl.builders import build_scaffold
         from agentrl.policy import build_policy, load_model_and_tokenizer
-        from agentrl.registry import build_scaffold
         from agentrl.rollout.collect import Slots
         from agentrl.train.precision import cast_parameters, parameter_dtype, resolve_precision
 
@@ -134,7 +134,7 @@ class RolloutWorker:
             await self.policy.aclose()
 
     def _tool_client(self, urls: tuple[str, ...]) -> Any:
-        from agentrl.registry import build_tool_client
+        from agentrl.builders import build_tool_client
         from agentrl.toolserver.client import ToolClient
 
         self.tool_urls = urls

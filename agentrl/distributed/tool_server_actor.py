@@ -18,7 +18,7 @@ class ToolServerActor:
     def __init__(self, config: Any, token: str, startup_timeout_s: float = 60.0) -> None:
         import ray
 
-        from agentrl.registry import build_scaffold
+        from agentrl.builders import build_scaffold
         from agentrl.toolserver.app import create_app
         from agentrl.toolserver.thread_server import ThreadServer
 

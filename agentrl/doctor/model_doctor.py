@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrl.doctor.chat_checks import chat_checks
-from agentrl.doctor.tool_visibility import FIX, OVERRIDE, policy_chat, tool_visibility
+from agentrl.doctor.policy_chat import policy_chat, tokenizer_and_settings
+from agentrl.doctor.tool_visibility import FIX, OVERRIDE, tool_visibility
 from agentrl.doctor.verdicts import Verdict, failed, table
 from agentrl.errors import ConfigError
 from agentrl.policy.config import PolicyConfig
@@ -55,19 +56,6 @@ def require_chat_format(config: PolicyConfig) -> None:
         first = failures[0]
         fix = f"; fix: {first.fix}" if first.fix else ""
         raise ConfigError(f"{config.model}'s chat format fails `agentrl doctor` ({first.check}: {first.detail}){fix}")
-
-
-def tokenizer_and_settings(config: PolicyConfig) -> tuple[Any, Any]:
-    from agentrl.policy.backends import chat_settings
-    from agentrl.policy.loading import load_tokenizer, resolve_model_path
-
-    try:
-        tokenizer = load_tokenizer(resolve_model_path(config.model), local_files_only=config.local_files_only)
-    except OSError as e:
-        raise FileNotFoundError(
-            f"could not load the tokenizer of {config.model!r} from a local path, the local hub cache or the hub: {e}"
-        ) from e
-    return tokenizer, chat_settings(config, tokenizer)
 
 
 def tool_schemas_verdict(config: PolicyConfig, tools: Sequence[dict[str, Any]]) -> Verdict:

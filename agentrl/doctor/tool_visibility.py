@@ -154,6 +154,7 @@ def check_tool_visibility(policy: Any, scaffold: Any) -> None:
     `policy.allow_unseen_tools`), and print a warning when it cannot see some of them."""
     import sys
 
+    from agentrl.doctor.policy_chat import policy_chat
     from agentrl.errors import ConfigError
     from agentrl.toolserver.toolsets import resolve_toolsets
 
@@ -166,19 +167,3 @@ def check_tool_visibility(policy: Any, scaffold: Any) -> None:
     if seen.blind and not policy.allow_unseen_tools:
         raise ConfigError(seen.message(policy.model))
     print(f"warning: {seen.message(policy.model)}", file=sys.stderr)
-
-
-def policy_chat(policy: Any) -> tuple[Any, Any, Any]:
-    """(tokenizer, chat settings, model config) of the policy a `PolicyConfig` names, without its weights."""
-    from transformers import AutoConfig
-
-    from agentrl.doctor.model_doctor import tokenizer_and_settings
-    from agentrl.policy.loading import resolve_local_files_only, resolve_model_path
-
-    tokenizer, settings = tokenizer_and_settings(policy)
-    try:
-        local = resolve_local_files_only(policy.local_files_only)
-        model_config = AutoConfig.from_pretrained(resolve_model_path(policy.model), local_files_only=local)
-    except (OSError, ValueError):
-        model_config = None
-    return tokenizer, settings, model_config

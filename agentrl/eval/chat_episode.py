@@ -17,8 +17,8 @@ import asyncio
 from typing import Any
 
 from agentrl.config import RolloutConfig
+from agentrl.json_values import JSONValueError, check_encodable, loads
 from agentrl.rollout.chat import ParsedTurn
-from agentrl.rollout.chat.json_values import JSONValueError, check_encodable, loads
 from agentrl.rollout.chat.reasoning import ReasoningMarkers
 from agentrl.types import StopReason, Task, ToolCall, ToolResult, Trajectory, Turn
 

@@ -159,6 +159,16 @@ def context_window(model: Any) -> int | None:
     return int(window) if isinstance(window, int) and window > 0 else None
 
 
+def past_context_warning(max_tokens_per_episode: int, window: int | None) -> str | None:
+    """The warning for an episode budget beyond the model's context window; None when it fits or is unknown."""
+    if window is None or max_tokens_per_episode <= window:
+        return None
+    return (
+        f"warning: rollout.max_tokens_per_episode ({max_tokens_per_episode}) exceeds the model's context window "
+        f"({window} positions); what an episode samples past it the model never trained on (metric tokens/past_context)"
+    )
+
+
 ATTENTION_LAYERS = frozenset({"full_attention", "sliding_attention", "chunked_attention"})
 RECURRENT_MODEL_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba", "rwkv", "recurrent_gemma", "xlstm"})
 

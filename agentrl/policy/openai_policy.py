@@ -161,7 +161,7 @@ class OpenAICompletionsPolicy:
     def refresh_weights(self) -> None:
         """Push the learner's current weights without counting a step (after a resumed run loaded its checkpoint)."""
         if self.weight_sync is not None and self.source_model is not None:
-            from agentrl.policy.weight_sync import learner_weights, merged_named_weights
+            from agentrl.policy.learner_weights import learner_weights, merged_named_weights
 
             whole = getattr(self.weight_sync, "whole_model", False)
             model = self.source_model

@@ -369,6 +369,6 @@ def _layer(name: str) -> str:
 
 def _merged_parameters(model: Any) -> Iterable[tuple[str, Any]]:
     """The learner's weights under the base model's names, a LoRA model's merged one module at a time."""
-    from agentrl.policy.weight_sync import merged_named_weights
+    from agentrl.policy.learner_weights import merged_named_weights
 
     return merged_named_weights(model)

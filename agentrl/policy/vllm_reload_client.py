@@ -6,7 +6,7 @@
 loading and post-load processing as at start (so it fits the CPU build, which repacks its weights, and any
 tensor-parallel size). An update is then:
 
-1. the learner writes every weight (a LoRA learner's merged, `weight_sync.merged_named_weights`) cast to the
+1. the learner writes every weight (a LoRA learner's merged, `learner_weights.merged_named_weights`) cast to the
    server's dtype, as safetensors files in a fresh directory (`/dev/shm` when it has room);
 2. `POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": DIR}}`;
 3. `POST /reset_prefix_cache` (cached keys and values belong to the old weights); the directory is removed.

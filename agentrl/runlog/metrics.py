@@ -12,17 +12,12 @@ continuous across `--resume`.
 A killed run may have logged steps past its last checkpoint; the resumed run replays them. So the first `log`
 of a resumed logger drops the records at or after its step (and TensorBoard hides their events), leaving one
 record per step as if the run had never stopped. A truncated last line from a kill is cut when the file is
-opened.
-
-`read_metrics` reads the file back for plots and reports. It applies the same rules to files it finds (a record
-for an earlier step than the one before it rewinds the history to that step; several records for one step
-merge, later values winning) and skips a truncated last line.
+opened. Reading the file back (`read_metrics`, for plots, reports and the viewer) is `metrics_file.py`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -33,15 +28,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from agentrl.runlog.config import LoggingConfig
+from agentrl.runlog.metrics_file import METRICS_FILE, Record, drop_partial_last_line, read_records, step_of
 from agentrl.runlog.wandb_sink import WandbSink
 
 if TYPE_CHECKING:
     from typing import Self
 
-METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
-
-Record = dict[str, Any]
 
 
 class MetricsLogger:
@@ -62,8 +55,8 @@ class MetricsLogger:
         if logging is not None and logging.wandb and _is_main_process():
             self._wandb = WandbSink(self.run_dir, logging, config=run_config)
         self.path = self.run_dir / METRICS_FILE
-        _drop_partial_last_line(self.path)
-        previous = _read_records(self.path)
+        drop_partial_last_line(self.path)
+        previous = read_records(self.path)
         self.resumed = bool(previous)
         self.wall_offset_s = max((float(r.get("wall_s", 0.0)) for r in previous), default=0.0)
         self._replay_pending = self.resumed
@@ -114,7 +107,7 @@ class MetricsLogger:
         """Remove records at or after `step`, which this resumed run is about to log again."""
         self._replay_pending = False
         lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
-        kept = [line for line in lines if (logged := _step_of(line)) is None or logged < step]
+        kept = [line for line in lines if (logged := step_of(line)) is None or logged < step]
         if len(kept) == len(lines):
             return
         self._file.close()
@@ -148,45 +141,9 @@ class MetricsLogger:
         return self._writer
 
 
-def read_metrics(run_dir: str | Path) -> list[Record]:
-    """The run's records in step order, one per step (see the module docstring for how replays resolve).
-
-    Returns an empty list when the run directory has no `metrics.jsonl` yet.
-    """
-    merged: dict[int, Record] = {}
-    last_step: int | None = None
-    for record in _read_records(Path(run_dir) / METRICS_FILE):
-        step = int(record["step"])
-        if last_step is not None and step < last_step:
-            # A resumed run replays from its checkpoint: what was logged past that point is superseded.
-            merged = {s: r for s, r in merged.items() if s < step}
-        merged.setdefault(step, {}).update(record)
-        last_step = step
-    return [merged[s] for s in sorted(merged)]
-
-
-def series(records: list[Record], key: str, x: str = "step") -> tuple[list[float], list[float]]:
-    """The (x, y) points of `key` over the records that have both, with non-finite values dropped."""
-    xs, ys = [], []
-    for r in records:
-        xv, yv = r.get(x), r.get(key)
-        if isinstance(xv, (int, float)) and isinstance(yv, (int, float)) and math.isfinite(yv):
-            xs.append(float(xv))
-            ys.append(float(yv))
-    return xs, ys
-
-
 def _is_main_process() -> bool:
     """Whether this process logs for the run: one W&B run per run, however many processes train it."""
     return int(os.environ.get("RANK", "0")) == 0
-
-
-def _step_of(line: str) -> int | None:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    return int(record["step"]) if isinstance(record, dict) and "step" in record else None
 
 
 def _scalar(value: Any) -> float | int:
@@ -196,40 +153,3 @@ def _scalar(value: Any) -> float | int:
     if isinstance(value, int):
         return value
     return float(value)
-
-
-def _read_records(path: Path) -> list[Record]:
-    """Every parseable record in file order; an undecodable last line is a write cut short by a kill."""
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    records: list[Record] = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if i != len(lines) - 1:
-                warnings.warn(f"{path}:{i + 1}: skipping an unreadable line", RuntimeWarning, stacklevel=3)
-            continue
-        if isinstance(record, dict) and "step" in record:
-            records.append(record)
-    return records
-
-
-def _drop_partial_last_line(path: Path) -> None:
-    """Cut a line a killed process left without its newline, so the next append starts a fresh line."""
-    if not path.exists():
-        return
-    data = path.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return
-    keep = data.rfind(b"\n") + 1
-    try:
-        json.loads(data[keep:])
-    except ValueError:
-        os.truncate(path, keep)
-    else:
-        with path.open("ab") as f:  # a whole record that only lacks its newline
-            f.write(b"\n")

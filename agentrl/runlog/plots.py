@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrl.runlog.metrics import Record, read_metrics, series
+from agentrl.runlog.metrics_file import Record, read_metrics, series
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from agentrl.runlog.metrics import METRICS_FILE, Record, read_metrics, series
+from agentrl.runlog.metrics_file import METRICS_FILE, Record, read_metrics, series
 from agentrl.runlog.plots import EVAL_KEY, plot_run
 
 

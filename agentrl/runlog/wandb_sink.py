@@ -81,7 +81,7 @@ class WandbSink:
     def finish(self, *, failed: bool = False) -> None:
         """Draw the run's plots (`runlog/plots.py`; the command line draws the same ones when the run ends), log
         them, and close the W&B run; `failed` marks it so."""
-        from agentrl.runlog.plots import plot_run  # plots.py reads metrics.py, which imports this module
+        from agentrl.runlog.plots import plot_run
 
         try:
             if self.last_step is not None:

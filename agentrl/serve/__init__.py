@@ -7,6 +7,7 @@
 - `tool_choice.py`: `auto`, `none` (`forbidden_text.py`: token bans), `required` and named calls forced;
 - `logprobs.py`: per-token log-probs and `top_logprobs`; `completions.py`: `/v1/completions` over token ids;
 - `recorder.py`: gateway sessions recorded as token-exact trajectories, with mismatch detection;
-- `recorded.py`: recorded sessions → trajectory groups → a learner step;
+- `recorded_sessions.py`: a recording read back, and as a task source; `recorded.py`: recorded sessions →
+  trajectory groups → a learner step;
 - `weights.py`: weight updates pushed by a trainer (`/admin/weights`), applied between requests (`sampling_gate.py`).
 """

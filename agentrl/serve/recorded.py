@@ -4,34 +4,20 @@ Episodes that opened with the same system and user messages (or carried the same
 form a group, like the samples of one task in a scaffold rollout, and go through the same credit assignment and
 `Learner` as scaffold rollouts. Episodes whose history the client rewrote (`history` mismatches) and episodes
 without a reward are left out, and the report says which and why; `retokenized` mismatches are reported but
-trained on, since the recorded ids are the ones the model saw. A recording is also a task source
-(`recorded_openings`: one task per distinct opening, what `tasks=rec/` reads).
+trained on, since the recorded ids are the ones the model saw. Reading a recording back, and a recording as a task
+source, is `recorded_sessions.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agentrl.config import TrainerConfig
 from agentrl.errors import InputError
+from agentrl.serve.recorded_sessions import load_recorded
 from agentrl.types import Task, Trajectory, TrajectoryGroup, trajectory_from_json
-
-
-def load_recorded(path: str | Path) -> list[dict[str, Any]]:
-    """Episodes from a gateway's `sessions.jsonl` (its latest state of each episode)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "sessions.jsonl"
-    latest: dict[str, dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            data = json.loads(line)
-            latest[data["episode_id"]] = data
-    return list(latest.values())
 
 
 def recorded_groups(
@@ -139,29 +125,3 @@ def train_recorded(
         numbers = {k: float(v) for k, v in history[-1].items() if isinstance(v, (int, float))} if history else {}
         write_model_card(output, base_model=model, step=steps, config_toml=dump_toml(config), metrics=numbers)
     return history
-
-
-def recorded_openings(path: Path) -> list[dict[str, Any]]:
-    """One task row per distinct opening of the recorded episodes whose history no client rewrote (a recording as a
-    task source: `agentrl.tasks`)."""
-    from agentrl.serve.messages import canonical
-
-    rows: dict[str, dict[str, Any]] = {}
-    for episode in load_recorded(path):
-        if any(m["kind"] == "history" for m in episode["mismatches"]):
-            continue  # its "opening" is a rewritten conversation, not what a client asked
-        trajectory = episode["trajectory"]
-        opening = first_request(trajectory["messages"], len(trajectory["turns"]))
-        key = hashlib.sha1(json.dumps([canonical(m) for m in opening]).encode()).hexdigest()[:12]
-        row = rows.setdefault(key, {"id": f"gateway/{key}", "messages": opening, "recorded_group": episode["group"]})
-        row["recorded_episodes"] = row.get("recorded_episodes", 0) + 1
-    return list(rows.values())
-
-
-def first_request(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
-    """The messages of an episode's first request: everything before the first of the `turns` assistant replies
-    the gateway recorded (each turn added one; earlier assistant messages are the client's few-shot turns)."""
-    replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    if turns < 1 or len(replies) < turns:
-        return list(messages)
-    return list(messages[: replies[len(replies) - turns]])

@@ -50,7 +50,7 @@ from typing import Any, Self
 import httpx
 
 from agentrl.errors import SessionNotFound, ToolServerError, ToolServerUnavailable
-from agentrl.rollout.chat.json_values import JSONValueError, check_encodable
+from agentrl.json_values import JSONValueError, check_encodable
 from agentrl.types import ToolCall, ToolResult
 
 __all__ = ["SessionNotFound", "ToolClient", "ToolServerError", "ToolServerUnavailable"]

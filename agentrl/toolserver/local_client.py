@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from agentrl.errors import InfraError, SessionNotFound, ToolServerError, ToolServerUnavailable
-from agentrl.rollout.chat.json_values import JSONValueError, check_encodable
+from agentrl.json_values import JSONValueError, check_encodable
 from agentrl.toolserver.sessions import SessionError, ToolSessions
 from agentrl.types import ToolCall, ToolResult
 

@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentrl.runlog.metrics import Record, read_metrics
+from agentrl.runlog.metrics_file import Record, read_metrics
 
 CARD_FILE = "README.md"
 TAGS = ["agentrl", "reinforcement-learning"]

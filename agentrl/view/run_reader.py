@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import InputError
-from agentrl.runlog.metrics import METRICS_FILE, read_metrics
+from agentrl.runlog.metrics_file import METRICS_FILE, read_metrics
 from agentrl.view.branch_tree import branch_tree
 from agentrl.view.token_decoder import TokenDecoder
 from agentrl.view.trajectory_file import TrajectoryFile

@@ -12,11 +12,12 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from agentrl.builders import build_scaffold
 from agentrl.cli import app
 from agentrl.config import EvalRunConfig, load_config
 from agentrl.doctor.preflight import check_eval, check_train
 from agentrl.errors import ConfigError, SamplerError, ToolServerUnavailable
-from agentrl.registry import build_scaffold, load_scaffold
+from agentrl.registry import load_scaffold
 from agentrl.testing import echo, scripted_chat_app, serve_in_thread
 from agentrl.toolserver.app import create_app
 

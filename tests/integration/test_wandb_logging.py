@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agentrl.runlog.metrics import read_metrics
+from agentrl.runlog.metrics_file import read_metrics
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ import torch
 
 from agentrl.config import PolicyConfig
 from agentrl.policy import load_model_and_tokenizer
+from agentrl.policy.learner_weights import learner_weights
 from agentrl.policy.openai_policy import OpenAICompletionsPolicy
 from agentrl.policy.transformers_policy import continuation_logprobs
-from agentrl.policy.weight_sync import learner_weights
 from agentrl.protocols import SamplingParams
 from agentrl.serve.app import build_service, create_app
 from agentrl.serve.chat_completions import ChatService

@@ -4,6 +4,7 @@ the core never importing the collections at module load, and no import cycles.""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -20,24 +21,33 @@ MAX_LINES = 400
 MAX_TOP_LEVEL = 15
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def core_modules() -> dict[str, Path]:
-    return {module_name(p): p for p in CORE.rglob("*.py") if "__pycache__" not in p.parts}
+    return modules_under(CORE)
 
 
-def load_time_imports(path: Path, name: str) -> set[str]:
-    """Modules a module imports when it is loaded: top-level statements only (not inside functions, and not
-    under `if TYPE_CHECKING:`)."""
+def modules_under(package: Path, root: Path = ROOT) -> dict[str, Path]:
+    return {module_name(p, root): p for p in package.rglob("*.py") if "__pycache__" not in p.parts}
+
+
+def imported_modules(path: Path, name: str, *, at_load: bool) -> set[str]:
+    """The modules a module imports (`a.b` and, for `from a.b import c`, `a.b.c` too, since `c` may be a module).
+
+    With `at_load`, only what it imports when it is loaded: not inside functions. Otherwise every import it can
+    run, function bodies included: an import inside a function ties the modules as surely as one at the top, it
+    only runs later. Imports under `if TYPE_CHECKING:` never run and are left out of both. Modules loaded by
+    name (`importlib.import_module`, the registry's import paths) are not seen.
+    """
     tree = ast.parse(path.read_text())
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
+    def visit(nodes: Iterable[ast.AST]) -> None:
+        for node in nodes:
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -47,16 +57,44 @@ def load_time_imports(path: Path, name: str) -> set[str]:
                     base = ".".join(anchor + ([base] if base else []))
                 found.add(base)
                 found.update(f"{base}.{alias.name}" for alias in node.names)
-            elif isinstance(node, ast.If) and not _is_type_checking(node.test):
-                visit(node.body)
+            elif isinstance(node, ast.If) and _is_type_checking(node.test):
                 visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                visit(node.body)
-                for handler in node.handlers:
-                    visit(handler.body)
+            elif not (at_load and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))):
+                visit(ast.iter_child_nodes(node))
 
     visit(tree.body)
     return found
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """Module → the modules of `modules` it imports anywhere (see `imported_modules`)."""
+    return {
+        name: sorted({m for m in imported_modules(path, name, at_load=False) if m in modules and m != name})
+        for name, path in modules.items()
+    }
+
+
+def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """One import cycle of `graph` (`a -> b -> a` as `[a, b, a]`), or None."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in graph:
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
 
 
 def in_collections(module: str) -> bool:
@@ -64,7 +102,10 @@ def in_collections(module: str) -> bool:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING`."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def test_the_top_level_is_what_a_newcomer_reads_first():
@@ -87,7 +128,7 @@ def test_the_core_never_imports_the_collections_at_module_load():
     for name, path in core_modules().items():
         if name.startswith(TINY_BUILD):  # builds training data from the scaffolds' experts: it sits above them
             continue
-        bad = sorted(m for m in load_time_imports(path, name) if in_collections(m))
+        bad = sorted(m for m in imported_modules(path, name, at_load=True) if in_collections(m))
         if bad:
             offenders[name] = bad
     assert not offenders, offenders
@@ -108,28 +149,29 @@ def test_nothing_outside_the_tiny_build_imports_it():
 
 
 def test_the_core_has_no_import_cycles():
-    modules = core_modules()
-    graph = {
-        name: sorted({m for m in load_time_imports(path, name) if m in modules and m != name})
-        for name, path in modules.items()
-    }
-    state: dict[str, int] = {}  # 1 on the stack, 2 done
-    stack: list[str] = []
+    """No import cycle in `agentrl/`, counting imports inside functions: a lazy import only postpones a cycle (the
+    modules still cannot be understood, tested or moved one without the other)."""
+    cycle = find_cycle(import_graph(core_modules()))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
-    def visit(node: str) -> None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in graph[node]:
-            if state.get(nxt) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(nxt) :] + [nxt]))
-            if nxt not in state:
-                visit(nxt)
-        stack.pop()
-        state[node] = 2
 
-    for node in graph:
-        if node not in state:
-            visit(node)
+ROOMS_APART = {
+    "agentrl.toolserver": ("agentrl.rollout",),  # a tool server knows no agent loop
+    "agentrl.train": ("agentrl.rollout", "agentrl.config"),  # the learner reads `TrainerConfig`, not the run's
+}
+
+
+def test_rooms_keep_to_their_role():
+    """What a room may not import, even inside a function (CONTRIBUTING.md, Layout)."""
+    reaches = {}
+    for name, path in core_modules().items():
+        for room, apart in ROOMS_APART.items():
+            if name == room or name.startswith(room + "."):
+                found = imported_modules(path, name, at_load=False)
+                bad = sorted(m for m in found if any(m == a or m.startswith(a + ".") for a in apart))
+                if bad:
+                    reaches[name] = bad
+    assert not reaches, reaches
 
 
 def test_the_layout_checks_can_fail(tmp_path):
@@ -139,8 +181,25 @@ def test_the_layout_checks_can_fail(tmp_path):
         "from typing import TYPE_CHECKING\nimport agentrl.scaffolds.react\n"
         "if TYPE_CHECKING:\n    import agentrl.tools.code\n\ndef f():\n    import agentrl.rewards.outcome\n"
     )
-    assert {m for m in load_time_imports(bad, "x.bad") if in_collections(m)} == {"agentrl.scaffolds.react"}
+    at_load = {m for m in imported_modules(bad, "x.bad", at_load=True) if in_collections(m)}
+    assert at_load == {"agentrl.scaffolds.react"}
+    anywhere = {m for m in imported_modules(bad, "x.bad", at_load=False) if in_collections(m)}
+    assert anywhere == {"agentrl.scaffolds.react", "agentrl.rewards.outcome"}
     assert not in_collections("agentrl.toolserver.app")
+
+
+def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.sub import b\n")
+    (package / "sub" / "b.py").write_text("class B:\n    def m(self):\n        from ..c import f\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
+    modules = modules_under(package, tmp_path)
+    assert find_cycle(import_graph(modules)) is None  # a TYPE_CHECKING import never runs
+    (package / "c.py").write_text("def f():\n    import pkg.a\n")
+    assert find_cycle(import_graph(modules)) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
 
 
 def test_every_data_file_is_declared_package_data():

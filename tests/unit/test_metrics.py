@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.runlog.metrics import MetricsLogger, read_metrics
+from agentrl.runlog.metrics import MetricsLogger
+from agentrl.runlog.metrics_file import read_metrics
 from agentrl.runlog.plots import compare_runs, plot_run
 from agentrl.runlog.progress import TrainProgress
 from agentrl.runlog.report import report
@@ -228,7 +229,7 @@ def test_live_bar_on_a_terminal() -> None:
 def test_episodes_past_the_context_window_are_counted() -> None:
     from transformers import AutoModelForCausalLM
 
-    from agentrl.policy import context_window, resolve_model_path
+    from agentrl.policy import context_window, past_context_warning, resolve_model_path
     from agentrl.runlog.step_stats import rollout_metrics
     from agentrl.types import StopReason, Task, Trajectory, TrajectoryGroup, Turn
 
@@ -240,6 +241,8 @@ def test_episodes_past_the_context_window_are_counted() -> None:
     window = context_window(model)
     assert window == model.config.max_position_embeddings == 1024
     assert context_window(object()) is None
+    assert past_context_warning(1024, window) is None and past_context_warning(4096, None) is None
+    assert "exceeds the model's context window (1024 positions)" in past_context_warning(1025, window)
     group = TrajectoryGroup(
         Task("t", "?"),
         (episode("a", 900), episode("b", 924), episode("c", 925), episode("d", 5000, StopReason.INFRA_ERROR)),

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentrl.json_values import MAX_DEPTH, JSONValueError, check_encodable, loads
 from agentrl.rollout.chat import FORMATS, detect
-from agentrl.rollout.chat.json_values import MAX_DEPTH, JSONValueError, check_encodable, loads
 from agentrl.testing.families import FAMILIES, family_template
 
 pytestmark = pytest.mark.unit

@@ -114,7 +114,7 @@ def test_merged_lora_weights_are_the_merged_models_without_a_copy(monkeypatch):
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from agentrl.policy.weight_sync import merged_named_weights
+    from agentrl.policy.learner_weights import merged_named_weights
 
     torch.manual_seed(0)
     config = Qwen2Config(

@@ -2,8 +2,8 @@
 
 `chat_format.py` renders prompts and observation ids against the sampled prefix and reads sampled turns
 (`ChatFormat`, `ChatSettings`, `template_mismatch`); `tool_formats.py` holds the tool-call formats of model
-families and reads the format off a template; `reasoning.py` splits `<think>` blocks off a turn; `json_values.py`
-reads the JSON a model wrote so that nothing it wrote can fail later as an exception.
+families and reads the format off a template; `reasoning.py` splits `<think>` blocks off a turn. The JSON a model
+wrote is read by `agentrl/json_values.py`, so that nothing it wrote can fail later as an exception.
 """
 
 from agentrl.rollout.chat.chat_format import ChatFormat, ChatSettings, Mismatch, end_of_turn_ids, template_mismatch

@@ -14,7 +14,7 @@ import ast
 import json
 from typing import Any
 
-from agentrl.rollout.chat.json_values import MAX_DEPTH, JSONValueError, check_encodable
+from agentrl.json_values import MAX_DEPTH, JSONValueError, check_encodable
 from agentrl.rollout.chat.tool_call_format import ToolCallFormat
 from agentrl.types import ToolCall
 

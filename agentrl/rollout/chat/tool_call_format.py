@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.rollout.chat.json_values import JSONValueError
+from agentrl.json_values import JSONValueError
 from agentrl.types import ToolCall
 
 

@@ -13,7 +13,7 @@
 infrastructure failure. The parsers are small and strict by design rather than the regular expressions of
 transformers' response schemas, which fall back to plain text on a malformed call (turning a broken call into an
 answer) and end a call at the first closing tag even inside a JSON string. Argument JSON goes through
-`json_values`, so nothing that parses here can fail to encode later.
+`agentrl/json_values.py`, so nothing that parses here can fail to encode later.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from agentrl.rollout.chat.json_values import JSONValueError, decode_json, loads
+from agentrl.json_values import JSONValueError, decode_json, loads
 from agentrl.rollout.chat.pythonic_format import PythonicFormat
 from agentrl.rollout.chat.tool_call_format import ToolCallFormat
 from agentrl.types import ToolCall

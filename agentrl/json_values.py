@@ -7,6 +7,10 @@ recursion limit allows. Each of those decodes and then fails later (httpx will n
 encode a lone surrogate, a deep value overflows the encoder's stack), where the failure would surface as an
 infrastructure error instead of a mistake of the policy. So a model's JSON is checked here, once, where it is
 parsed: what passes can be encoded, sent and validated downstream.
+
+The tool-call parsers (`agentrl/rollout/chat/`) read with it, and the tool clients (`agentrl/toolserver/`) and the
+evaluation's chat episodes check with it the arguments of calls they did not parse themselves; it imports nothing
+of agentrl, so neither side depends on the other.
 """
 
 from __future__ import annotations
