@@ -207,7 +207,13 @@ def test_a_decoding_step_makes_no_more_ops_than_transformers_generate(deep):
         for _ in range(5):
             loop.step()
     ours = ops.total / 5
-    assert ours <= 1.05 * theirs, (ours, theirs)
+    # generate decodes these unpadded rows without a mask; the loop's rows need one. transformers releases without
+    # `pack_gqa` (5.17, .venv-compat's) answer a masked SDPA call with `repeat_kv` of keys and values (at most 6
+    # view/copy ops a layer) where later ones fold the query heads instead
+    from transformers.integrations import sdpa_attention
+
+    repeats = 0 if hasattr(sdpa_attention, "pack_gqa") else 6 * deep.config.num_hidden_layers
+    assert ours <= 1.05 * theirs + repeats, (ours, theirs, repeats)
 
 
 @contextlib.contextmanager
