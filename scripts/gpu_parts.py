@@ -335,3 +335,61 @@ def measure_fsdp(path: Path, device: str, seq_len: int, batch: int, steps: int) 
         (float((reached["unsharded"][k] - reached["fsdp"][k]).abs().max()) for k in common), default=None
     )
     return out
+
+
+def measure_logprob_kernels(device: str, tokens: int, hidden: int, vocab: int, steps: int) -> dict[str, Any]:
+    """The learner's chunked log-prob (`agentrl.train.chunked_logprobs`) against trl's fused linear + log-prob
+    (`trl.kernels.chunked_logprob.ChunkedLogProbFunction`: online log-sum-exp over vocabulary tiles, a Triton fold
+    on CUDA, fp32 accumulation), forward and backward of `tokens` positions through a `vocab` × `hidden` output
+    layer in the learner's dtype (bf16 on a GPU): seconds, peak memory, and each one's distance from an fp64
+    one-pass reference (log-probs and both gradients, on the first 512 positions)."""
+    import torch
+    from trl.kernels.chunked_logprob import ChunkedLogProbFunction
+
+    from agentrl.train.chunked_logprobs import chunked_logprobs_N
+
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    generator = torch.Generator().manual_seed(0)
+    hidden_N_H = (torch.randn(tokens, hidden, generator=generator) / hidden**0.25).to(device, dtype)
+    weight_V_H = (torch.randn(vocab, hidden, generator=generator) / hidden**0.25).to(device, dtype)
+    targets_N = torch.randint(0, vocab, (tokens,), generator=generator).to(device)
+    kernels = {
+        "agentrl_chunked": lambda h, w, t: chunked_logprobs_N(h, t, lambda x: x @ w.T, chunk_tokens=4096)[0],
+        "trl_fused": lambda h, w, t: ChunkedLogProbFunction.apply(h, w, None, t, 1.0, 4096, None, 1.0, ())[0],
+    }
+
+    def grads(kernel: Any, h: torch.Tensor, w: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h, w = h.detach().requires_grad_(), w.detach().requires_grad_()
+        logprobs_N = kernel(h, w, t)
+        (logprobs_N * torch.linspace(-1, 1, len(t), device=h.device)).sum().backward()
+        return logprobs_N.detach(), h.grad, w.grad
+
+    n = min(tokens, 512)
+    reference = grads(
+        lambda h, w, t: torch.log_softmax(h @ w.T, -1).gather(1, t[:, None])[:, 0],
+        hidden_N_H[:n].double(),
+        weight_V_H.double(),
+        targets_N[:n],
+    )
+    out: dict[str, Any] = {"tokens": tokens, "hidden": hidden, "vocab": vocab, "dtype": str(dtype)}
+    for name, kernel in kernels.items():
+        small = grads(kernel, hidden_N_H[:n], weight_V_H, targets_N[:n])
+        errors = {
+            f"max_error_{what}": float((a.double() - b).abs().max())
+            for what, a, b in zip(("logprobs", "grad_hidden", "grad_weight"), small, reference, strict=True)
+        }
+        grads(kernel, hidden_N_H, weight_V_H, targets_N)  # warm-up: kernels, allocator
+        synchronize(device)
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(steps):
+            started = time.perf_counter()
+            grads(kernel, hidden_N_H, weight_V_H, targets_N)
+            synchronize(device)
+            times.append(time.perf_counter() - started)
+        out[name] = {"seconds": round(sorted(times)[len(times) // 2], 4), **errors}
+        if device.startswith("cuda"):
+            out[name]["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    out["trl_over_agentrl_seconds"] = round(out["trl_fused"]["seconds"] / out["agentrl_chunked"]["seconds"], 3)
+    return out

@@ -11,6 +11,8 @@ runs out of time is reported as such and the others still run:
   micro-batches, 4 optimizer steps and a π_old pass per update, checkpointing decided by memory): tokens/s, MFU
   over the FLOPs every pass of the update runs (`agentrl/train/flops.py`), peak memory; 0.6B and 1.7B shapes at 4k
   and 16k tokens per sequence.
+- `logprob_kernels`: the learner's chunked log-prob against trl's fused linear + log-prob kernel (16k positions, a
+  152k vocabulary, forward and backward): seconds, peak memory, error against an fp64 reference.
 - `sampler`: decoding tokens/s of the in-process sampler against transformers' batched `generate` on the same
   model, prompts and lengths (1, 8 and 32 rows), its hidden synchronisations, and the sampler–learner log-prob gap.
 - `train`: `agentrl train` on the code scaffold with the 0.6B shape: seconds per step, rollout and update tokens/s,
@@ -43,8 +45,8 @@ LEARNER_RUNS = {  # name: (size, tokens per sequence, sequences per update)
     "learner_1.7b_4k": ("1.7b", 4096, 8),
     "learner_1.7b_16k": ("1.7b", 16384, 2),
 }
-PARTS = (*LEARNER_RUNS, "sampler", "train", "bench_trl", "fsdp")
-TIME_LIMIT_S = {"sampler": 120, "train": 150, "bench_trl": 120, "fsdp": 90}
+PARTS = (*LEARNER_RUNS, "logprob_kernels", "sampler", "train", "bench_trl", "fsdp")
+TIME_LIMIT_S = {"logprob_kernels": 60, "sampler": 120, "train": 150, "bench_trl": 120, "fsdp": 90}
 """Seconds each part may take (a learner run: 75), model building included."""
 
 
@@ -59,6 +61,10 @@ def run_part(name: str, args: argparse.Namespace) -> dict[str, Any]:
         path, _ = gpu_parts.build_model("tiny" if quick else model_size, args.out)
         tokens = 256 if quick else tokens
         return gpu_parts.measure_learner(path, args.device, tokens, sequences, steps=1 if quick else 3)
+    if name == "logprob_kernels":
+        if quick:
+            return gpu_parts.measure_logprob_kernels(args.device, 256, 64, 4096, 2)
+        return gpu_parts.measure_logprob_kernels(args.device, 16384, 1024, 151_936, 5)
     path, _ = gpu_parts.build_model(size, args.out)
     if name == "sampler":
         rows = [1, 4] if quick else [1, 8, 32]
@@ -135,6 +141,19 @@ def table(report: dict[str, Any]) -> str:
             f"recomputed, peak {r.get('peak_memory_gib', '?')} GiB",
             "MFU ≥ 40%",
         )
+    kernels = report.get("logprob_kernels")
+    if kernels is not None:
+        if "error" in kernels:
+            measured = f"failed: {kernels['error']}"
+        else:
+            ours, theirs = kernels["agentrl_chunked"], kernels["trl_fused"]
+            measured = (
+                f"{kernels['tokens']:,} tokens × {kernels['vocab']:,} vocabulary, forward + backward: agentrl "
+                f"{ours['seconds']} s ({ours.get('peak_memory_gib', '?')} GiB, log-prob error "
+                f"{ours['max_error_logprobs']:.1e}), trl {theirs['seconds']} s ({theirs.get('peak_memory_gib', '?')} "
+                f"GiB, {theirs['max_error_logprobs']:.1e})"
+            )
+        add("log-prob kernels", measured, "choose the faster at equal error")
     sampler = report.get("sampler")
     if sampler is not None and "error" not in sampler:
         for key, r in sampler.items():

@@ -121,7 +121,8 @@ def bench_trl(
     step (wall and CPU) and the reward curve of each side, and the TRL / agentrl ratio."""
     import json
 
-    from agentrl.bench.trl_bench import TrlBenchConfig, format_table, run_benchmark
+    from agentrl.bench.trl_bench import TrlBenchConfig, run_benchmark
+    from agentrl.bench.trl_bench_report import format_table
 
     config = TrlBenchConfig(
         steps=steps,

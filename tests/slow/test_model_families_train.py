@@ -59,7 +59,8 @@ def test_the_gpu_proof_script_runs_at_a_tiny_size(tmp_path):
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_proof.py"
-    parts = "learner_0.6b_4k,sampler,train,fsdp"  # bench_trl has its own test (tests/slow/test_trl_bench.py)
+    # bench_trl has its own test (tests/slow/test_trl_bench.py)
+    parts = "learner_0.6b_4k,logprob_kernels,sampler,train,fsdp"
     done = subprocess.run(
         [sys.executable, str(script), "--quick", "--device", "cpu", "--parts", parts, "--out", str(tmp_path)],
         capture_output=True,
@@ -74,4 +75,10 @@ def test_the_gpu_proof_script_runs_at_a_tiny_size(tmp_path):
     assert report["train"]["infra_failures"] == 0 and report["train"]["sampler_logprob_abs_diff"] < 1e-4
     fsdp = report["fsdp"]  # one rank of FSDP2 computes what the unsharded learner computes
     assert fsdp["largest_loss_difference"] < 1e-5 and fsdp["largest_weight_difference"] < 1e-6, fsdp
+    kernels = report["logprob_kernels"]  # both log-prob kernels agree with the fp64 reference in fp32
+    assert all(
+        kernels[k][f"max_error_{w}"] < 1e-4
+        for k in ("agentrl_chunked", "trl_fused")
+        for w in ("logprobs", "grad_hidden")
+    ), kernels
     assert "| sampler, 4 rows |" in (tmp_path / "gpu_proof.md").read_text()

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from agentrl.bench.trl_bench import SideRecord, TrlBenchConfig, format_table, run_benchmark, summarize
+from agentrl.bench.trl_bench import TrlBenchConfig, run_benchmark
+from agentrl.bench.trl_bench_report import SideRecord, format_table, summarize
 
 
 @pytest.mark.slow
