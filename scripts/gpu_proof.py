@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,87 +124,78 @@ def table(report: dict[str, Any]) -> str:
     """The report as a markdown table: each measurement beside its target."""
     rows = ["| part | measured | target |", "|---|---|---|"]
 
-    def add(part: str, measured: str, target: str) -> None:
-        rows.append(f"| {part} | {measured} | {target} |")
+    def add(part: str, result: dict[str, Any] | None, target: str, render: Callable[[dict], str]) -> None:
+        """A part's row: nothing when it did not run, what stopped it when it failed, else `render(result)`."""
+        if result is not None:
+            measured = f"failed: {result['error']}" if "error" in result else render(result)
+            rows.append(f"| {part} | {measured} | {target} |")
 
     for name in LEARNER_RUNS:
-        r = report.get(name)
-        if r is None:
-            continue
-        if "error" in r:
-            add(name, f"failed: {r['error']}", "MFU ≥ 40%")
-            continue
-        mfu = f"MFU {100 * r['mfu']:.1f}%, " if "mfu" in r else ""
-        add(
-            name,
-            f"{mfu}{r['tokens_per_s']:,.0f} tokens/s, {r['seconds_per_update']} s/update "
-            f"({r['optimizer_steps_per_update']:.0f} optimizer steps + π_old), {r['recomputed_layers']} layers "
-            f"recomputed, peak {r.get('peak_memory_gib', '?')} GiB",
-            "MFU ≥ 40%",
-        )
-    kernels = report.get("logprob_kernels")
-    if kernels is not None:
-        if "error" in kernels:
-            measured = f"failed: {kernels['error']}"
-        else:
-            ours, theirs = kernels["agentrl_chunked"], kernels["trl_fused"]
-            measured = (
-                f"{kernels['tokens']:,} tokens × {kernels['vocab']:,} vocabulary, forward + backward: agentrl "
-                f"{ours['seconds']} s ({ours.get('peak_memory_gib', '?')} GiB, log-prob error "
-                f"{ours['max_error_logprobs']:.1e}), trl {theirs['seconds']} s ({theirs.get('peak_memory_gib', '?')} "
-                f"GiB, {theirs['max_error_logprobs']:.1e})"
-            )
-        add("log-prob kernels", measured, "choose the faster at equal error")
+        add(name, report.get(name), "MFU ≥ 40%", _learner_row)
+    add("log-prob kernels", report.get("logprob_kernels"), "choose the faster at equal error", _kernels_row)
     sampler = report.get("sampler")
     if sampler is not None and "error" not in sampler:
         for key, r in sampler.items():
             if key.startswith("rows_"):
-                add(
-                    f"sampler, {key[5:]} rows",
-                    f"{r['agentrl']['tokens_per_s']:,.0f} vs generate {r['generate']['tokens_per_s']:,.0f} tokens/s "
-                    f"({r['agentrl_over_generate']}×), {r['agentrl']['hidden_syncs_per_step']} hidden syncs/step",
-                    "≥ 1× generate",
-                )
+                add(f"sampler, {key[5:]} rows", r, "≥ 1× generate", _sampler_row)
         gap = sampler.get("sampler_learner_logprob_gap", {"mean": float("nan"), "max": float("nan")})
-        add("sampler–learner gap", f"mean {gap['mean']:.2e}, max {gap['max']:.2e}", "bf16: logged, TIS on")
-    elif sampler is not None:
-        add("sampler", f"failed: {sampler['error']}", "≥ 1× generate")
-    train = report.get("train")
-    if train is not None:
-        add(
-            "agentrl train (code, 0.6B)",
-            f"failed: {train['error']}"
-            if "error" in train
-            else f"{train['seconds_per_step']} s/step (collect {train['collect_s']}, update {train['update_s']}), "
-            f"rollout {train['rollout_tokens_per_s']:,.0f} tokens/s, gap {train['sampler_logprob_abs_diff']:.2e}, "
-            f"TIS weight {train['tis_weight']:.3f}, infra failures {train['infra_failures']:.0f}",
-            "rollout was 73–140 tokens/s",
-        )
-    trl = report.get("bench_trl")
-    if trl is not None:
-        measured = (
-            f"failed: {trl['error']}"
-            if "error" in trl
-            else (
-                f"TRL/agentrl {trl.get('trl_over_agentrl_wall')}× wall (agentrl {trl['agentrl']['median_wall_s']} s, "
-                f"TRL {trl['trl']['median_wall_s']} s a step), reward not worse: {trl.get('reward_not_worse')}"
-            )
-        )
-        add("agentrl bench trl", measured, "≥ 2× (was 0.09×)")
-    fsdp = report.get("fsdp")
-    if fsdp is not None:
-        measured = (
-            f"failed: {fsdp['error']}"
-            if "error" in fsdp
-            else (
-                f"loss Δ {fsdp['largest_loss_difference']:.2e}, weight Δ {fsdp['largest_weight_difference']}, "
-                f"{fsdp['fsdp']['seconds_per_update']} vs {fsdp['unsharded']['seconds_per_update']} s/update"
-            )
-        )
-        add("FSDP2 one rank vs unsharded", measured, "runs; equal up to rounding")
+        add("sampler–learner gap", gap, "bf16: logged, TIS on", lambda g: f"mean {g['mean']:.2e}, max {g['max']:.2e}")
+    else:
+        add("sampler", sampler, "≥ 1× generate", str)
+    add("agentrl train (code, 0.6B)", report.get("train"), "rollout was 73–140 tokens/s", _train_row)
+    add("agentrl bench trl", report.get("bench_trl"), "≥ 2× (was 0.09×)", _bench_trl_row)
+    add("FSDP2 one rank vs unsharded", report.get("fsdp"), "runs; equal up to rounding", _fsdp_row)
     env = report.get("environment", {})
     head = f"{env.get('card', env.get('device'))}, torch {env.get('torch')}, transformers {env.get('transformers')}"
     return f"GPU proof, {env.get('date')}: {head}\n\n" + "\n".join(rows) + "\n"
+
+
+def _learner_row(r: dict[str, Any]) -> str:
+    mfu = f"MFU {100 * r['mfu']:.1f}%, " if "mfu" in r else ""
+    return (
+        f"{mfu}{r['tokens_per_s']:,.0f} tokens/s, {r['seconds_per_update']} s/update "
+        f"({r['optimizer_steps_per_update']:.0f} optimizer steps + π_old), {r['recomputed_layers']} layers "
+        f"recomputed, peak {r.get('peak_memory_gib', '?')} GiB"
+    )
+
+
+def _kernels_row(r: dict[str, Any]) -> str:
+    ours, theirs = r["agentrl_chunked"], r["trl_fused"]
+    return (
+        f"{r['tokens']:,} tokens × {r['vocab']:,} vocabulary, forward + backward: agentrl "
+        f"{ours['seconds']} s ({ours.get('peak_memory_gib', '?')} GiB, log-prob error "
+        f"{ours['max_error_logprobs']:.1e}), trl {theirs['seconds']} s ({theirs.get('peak_memory_gib', '?')} "
+        f"GiB, {theirs['max_error_logprobs']:.1e})"
+    )
+
+
+def _sampler_row(r: dict[str, Any]) -> str:
+    return (
+        f"{r['agentrl']['tokens_per_s']:,.0f} vs generate {r['generate']['tokens_per_s']:,.0f} tokens/s "
+        f"({r['agentrl_over_generate']}×), {r['agentrl']['hidden_syncs_per_step']} hidden syncs/step"
+    )
+
+
+def _train_row(r: dict[str, Any]) -> str:
+    return (
+        f"{r['seconds_per_step']} s/step (collect {r['collect_s']}, update {r['update_s']}), "
+        f"rollout {r['rollout_tokens_per_s']:,.0f} tokens/s, gap {r['sampler_logprob_abs_diff']:.2e}, "
+        f"TIS weight {r['tis_weight']:.3f}, infra failures {r['infra_failures']:.0f}"
+    )
+
+
+def _bench_trl_row(r: dict[str, Any]) -> str:
+    return (
+        f"TRL/agentrl {r.get('trl_over_agentrl_wall')}× wall (agentrl {r['agentrl']['median_wall_s']} s, "
+        f"TRL {r['trl']['median_wall_s']} s a step), reward not worse: {r.get('reward_not_worse')}"
+    )
+
+
+def _fsdp_row(r: dict[str, Any]) -> str:
+    return (
+        f"loss Δ {r['largest_loss_difference']:.2e}, weight Δ {r['largest_weight_difference']}, "
+        f"{r['fsdp']['seconds_per_update']} vs {r['unsharded']['seconds_per_update']} s/update"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
