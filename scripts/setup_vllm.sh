@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# No copy of the wheels in pip's cache: CI's disk holds three environments at once, and this one is made once.
+export PIP_NO_CACHE_DIR=1
+
 venv=${AGENTRL_VLLM_VENV:-.venv-vllm}  # another path: a second copy, to time or try a new pin
 python3 -m venv "$venv"
 . "$venv/bin/activate"
