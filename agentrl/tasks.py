@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentrl.errors import AgentRLError, ConfigError, InputError, one_line
+from agentrl.json_lines import read_json_lines, read_utf8
 from agentrl.types import Task
 
 _FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -203,29 +204,14 @@ def _json_lines(path: Path) -> list[int] | None:
     suffix = "".join(path.suffixes[-1:]).lower()
     if suffix not in (".jsonl", ".json") or not path.is_file():
         return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if suffix == ".json":
         try:
-            json.loads(text)
+            json.loads(read_utf8(path))
             return None  # one JSON document (a list of rows): `datasets` reads it
         except json.JSONDecodeError as e:
             if e.msg != "Extra data":
                 raise InputError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
-    numbers = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{number}: not JSON ({e.msg})") from None
-        if not isinstance(row, dict):
-            raise InputError(f"{path}:{number}: a row must be a JSON object, not {type(row).__name__}") from None
-        numbers.append(number)
-    return numbers
+    return [number for number, _ in read_json_lines(path)]
 
 
 def _hub_dataset(config: TaskSourceConfig) -> Any:

@@ -13,7 +13,6 @@ recovery from it while teaching only the recovery.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import InputError
+from agentrl.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +66,8 @@ class SFTSettings:
 def read_conversations(path: str | Path) -> list[dict[str, Any]]:
     """The conversations of a JSONL file, one `{"messages": [...], "tools": [...]}` object a line."""
     conversations = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{number}: not JSON ({e.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+    for number, row in read_json_lines(path):
+        if not isinstance(row.get("messages"), list):
             raise InputError(f'{path}:{number}: expected {{"messages": [...], "tools": [...]}}')
         conversations.append(row)
     return conversations

@@ -23,6 +23,7 @@ from typing import Any
 from agentrl.scaffolds.swe.repo_build import archive
 
 from agentrl.errors import InputError
+from agentrl.json_lines import read_json_lines, read_utf8
 from agentrl.types import Task
 
 
@@ -106,17 +107,13 @@ def load_instances(path: str | Path) -> list[SweInstance]:
 
 def read_json_rows(path: str | Path) -> list[dict[str, Any]]:
     """The objects of a JSON list or a JSONL file; an `InputError` names what is not a JSON object."""
-    text = Path(path).read_text()
-    whole = text.lstrip().startswith("[")
-    lines = enumerate(text.splitlines(), start=1)
-    chunks = [(str(path), text)] if whole else [(f"{path}:{n}", line) for n, line in lines if line.strip()]
-    rows: list[Any] = []
-    for where, chunk in chunks:
-        try:
-            value = json.loads(chunk)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{where}: not JSON ({e.msg})") from None
-        rows += value if whole else [value]
+    text = read_utf8(path)
+    if not text.lstrip().startswith("["):
+        return [row for _, row in read_json_lines(path)]
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
     if not all(isinstance(row, dict) for row in rows):
         raise InputError(f"{path}: every row must be a JSON object")
     return rows

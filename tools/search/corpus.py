@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentrl.errors import InputError
+from agentrl.json_lines import read_json_lines
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,8 @@ class Corpus:
 
     @classmethod
     def load(cls, path: str | Path) -> Corpus:
-        """Read a JSONL corpus; a malformed line raises ValueError naming the file and the line."""
-        path = Path(path)
-        with path.open(encoding="utf-8") as lines:
-            return cls(_parse(lines, str(path)), source=str(path))
+        """Read a JSONL corpus; a malformed line raises an `InputError` naming the file and the line."""
+        return cls(_documents(read_json_lines(path), str(path)), source=str(path))
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -58,14 +57,8 @@ class Corpus:
         return self._by_id.get(doc_id)
 
 
-def _parse(lines: Iterable[str], source: str) -> Iterator[Document]:
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{source}:{number}: not JSON ({exc.msg})") from None
-        if not isinstance(record, dict) or record.get("id") in (None, "") or not isinstance(record.get("text"), str):
+def _documents(rows: Iterable[tuple[int, dict[str, Any]]], source: str) -> Iterator[Document]:
+    for number, record in rows:
+        if record.get("id") in (None, "") or not isinstance(record.get("text"), str):
             raise InputError(f'{source}:{number}: expected {{"id", "title", "text"}} with a string text')
         yield Document(id=str(record["id"]), title=str(record.get("title") or record["id"]), text=record["text"])
