@@ -19,3 +19,17 @@ def tiny_tokenizer():
     from agentrl.policy.loading import load_tokenizer
 
     return load_tokenizer(resolve_model_path("tiny"))
+
+
+@pytest.fixture(scope="module")
+def small_qwen2():
+    """A random two-layer Qwen2 over the tiny vocabulary, on one torch thread (a model this small gains nothing from
+    more, and the machine is shared): eos is as likely as any other token, so its rows run long enough to overlap."""
+    import torch
+
+    from agentrl.tiny.model import tiny_qwen2, tiny_qwen2_config
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tiny_qwen2(tiny_qwen2_config(512, hidden_size=64, num_hidden_layers=2), seed=3).eval()
+    torch.set_num_threads(threads)

@@ -14,7 +14,7 @@ from agentrl.policy.prefix_cache import BLOCK, PrefixCache
 from agentrl.policy.transformers_policy import TransformersPolicy, continuation_logprobs
 from agentrl.protocols import SamplingParams
 from agentrl.testing.families import family_model
-from agentrl.tiny.model import PAD_ID, tiny_qwen2, tiny_qwen2_config
+from agentrl.tiny.model import PAD_ID
 
 pytestmark = pytest.mark.unit
 
@@ -22,11 +22,8 @@ PARAMS = SamplingParams(max_new_tokens=10, temperature=1.0)
 
 
 @pytest.fixture(scope="module")
-def model():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield tiny_qwen2(tiny_qwen2_config(512, hidden_size=64, num_hidden_layers=2), seed=3).eval()
-    torch.set_num_threads(threads)
+def model(small_qwen2):
+    return small_qwen2
 
 
 class Fed:
