@@ -16,7 +16,11 @@ from agentrl.errors import InputError
 
 def read_json_lines(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """Each object of a JSON-lines file with the number of its line (from 1); blank lines are skipped."""
-    text = read_utf8(path)
+    return parse_json_lines(read_utf8(path), path)
+
+
+def parse_json_lines(text: str, path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """`read_json_lines` of a file's text already read; `path` names it in errors."""
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

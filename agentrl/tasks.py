@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentrl.errors import AgentRLError, ConfigError, InputError, one_line
-from agentrl.json_lines import read_json_lines, read_utf8
+from agentrl.json_lines import parse_json_lines, read_utf8
 from agentrl.types import Task
 
 _FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -90,11 +90,11 @@ def load_task_file(source: TaskSourceConfig | str | Path) -> list[Task]:
     config = source if isinstance(source, TaskSourceConfig) else TaskSourceConfig(path=str(source))
     if not config.path:
         raise ConfigError("no task source: set tasks.path (a file, a directory or a dataset id)")
-    tables = _tables(config)
+    tables, lines = _tables(config)
     train, test = _split_names(config, tables)
     single = len(tables) == 1
     stem = _stem(config.path)
-    lines = _json_lines(Path(config.path)) if single else None
+    lines = lines if single else None
     tasks: list[Task] = []
     for name, rows in tables.items():
         if not single and name not in (train, test):
@@ -149,7 +149,8 @@ def select_tiers(tasks: Iterable[Task], tiers: Sequence[str]) -> list[Task]:
 # --- reading a source into named tables -------------------------------------------------------------------
 
 
-def _tables(config: TaskSourceConfig) -> dict[str, Any]:
+def _tables(config: TaskSourceConfig) -> tuple[dict[str, Any], list[int] | None]:
+    """The source's tables by split name, and for a JSON-lines file the number of the line each row is on."""
     import datasets
 
     assert config.path is not None
@@ -159,7 +160,8 @@ def _tables(config: TaskSourceConfig) -> dict[str, Any]:
         _no_config(config, "a gateway recording")
         from agentrl.serve.recorded_sessions import recorded_openings
 
-        return {"train": recorded_openings(recording)}
+        return {"train": recorded_openings(recording)}, _json_lines(path)
+    lines = None
     if path.is_dir() and ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
         _no_config(config, "a directory written by save_to_disk")
         loaded = _read(config, datasets.load_from_disk, str(path))
@@ -169,13 +171,13 @@ def _tables(config: TaskSourceConfig) -> dict[str, Any]:
         _no_config(config, "a file")
         if not path.stat().st_size:
             raise InputError(f"{config.path} holds no tasks (the file is empty)")
-        _json_lines(path)  # a malformed line is named by its number before `datasets` reads the file
+        lines = _json_lines(path)  # a malformed line is named by its number before `datasets` reads the file
         loaded = _read(config, datasets.load_dataset, _builder(path), data_files=str(path))
     elif _HUB_ID.fullmatch(config.path) and _builder_suffix(path) not in _FORMATS:
         loaded = _hub_dataset(config)
     else:
         raise InputError(f"task source {config.path} does not exist (give a file, a directory or a dataset id)")
-    return dict(loaded) if isinstance(loaded, datasets.DatasetDict) else {"train": loaded}
+    return (dict(loaded) if isinstance(loaded, datasets.DatasetDict) else {"train": loaded}), lines
 
 
 def _read(config: TaskSourceConfig, load: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -204,14 +206,15 @@ def _json_lines(path: Path) -> list[int] | None:
     suffix = "".join(path.suffixes[-1:]).lower()
     if suffix not in (".jsonl", ".json") or not path.is_file():
         return None
+    text = read_utf8(path)
     if suffix == ".json":
         try:
-            json.loads(read_utf8(path))
+            json.loads(text)
             return None  # one JSON document (a list of rows): `datasets` reads it
         except json.JSONDecodeError as e:
             if e.msg != "Extra data":
                 raise InputError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
-    return [number for number, _ in read_json_lines(path)]
+    return [number for number, _ in parse_json_lines(text, path)]
 
 
 def _hub_dataset(config: TaskSourceConfig) -> Any:

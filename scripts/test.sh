@@ -28,9 +28,8 @@ section "the unit tier and the version-bound tests on the oldest declared torch,
 if [ ! -x .venv-compat/bin/python ]; then
     # A disk too small for the three environments at once keeps the two it still needs: .venv-vllm goes if this run
     # made it (the next run makes it again), else setup_compat.sh says in one line how much space it lacks.
-    free_gb=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
-    if [ "$made_vllm" = 1 ] && [ "$free_gb" -lt "$(scripts/setup_compat.sh --needs-gb)" ]; then
-        echo "test: $free_gb GB free; removing .venv-vllm, which this run made, to make .venv-compat"
+    if [ "$made_vllm" = 1 ] && ! scripts/setup_compat.sh --fits-disk; then
+        echo "test: the disk cannot hold .venv-compat beside .venv-vllm; removing .venv-vllm, which this run made"
         rm -rf .venv-vllm
     fi
     scripts/setup_compat.sh

@@ -23,7 +23,7 @@ from typing import Any
 from agentrl.scaffolds.swe.repo_build import archive
 
 from agentrl.errors import InputError
-from agentrl.json_lines import read_json_lines, read_utf8
+from agentrl.json_lines import parse_json_lines, read_utf8
 from agentrl.types import Task
 
 
@@ -109,7 +109,7 @@ def read_json_rows(path: str | Path) -> list[dict[str, Any]]:
     """The objects of a JSON list or a JSONL file; an `InputError` names what is not a JSON object."""
     text = read_utf8(path)
     if not text.lstrip().startswith("["):
-        return [row for _, row in read_json_lines(path)]
+        return [row for _, row in parse_json_lines(text, path)]
     try:
         rows = json.loads(text)
     except json.JSONDecodeError as e:
