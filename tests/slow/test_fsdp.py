@@ -78,6 +78,10 @@ def _sharded_rank(rank: int, world: int, port: int, folder: str) -> None:
     resumed_learner.update(make_samples(5, seed=1))
     if rank == 0:
         torch.save({"state": state, "resumed": resumed.state_dict()}, Path(folder) / "sharded.pt")
+    # As the trainer's last checkpoint does, meet before tearing down: on torch 2.11 gloo's worker thread releases
+    # a finished all-gather's tensors after `wait` returns, and a rank that reaches interpreter exit first aborts
+    # ("terminate called without an active exception") when that thread then asks for the GIL.
+    dist.barrier()
     dist.destroy_process_group()
 
 
