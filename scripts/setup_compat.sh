@@ -11,15 +11,13 @@ export PIP_NO_CACHE_DIR=1
 
 # Disk it takes, measured: 8.1 GB at the peak of the install (the wheels and what they unpack to), 6.2 GB after.
 # `--fits-disk`: exit 0 when the disk holds that, 1 when not, making nothing (scripts/test.sh asks before it makes room).
+. scripts/disk_space.sh
 needs_gb=9
-free_gb=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
-[ "${1:-}" = --fits-disk ] && { [ "$free_gb" -ge "$needs_gb" ]; exit; }
-if [ "$free_gb" -lt "$needs_gb" ]; then
-    echo "setup_compat: .venv-compat needs about $needs_gb GB of free disk here, $free_gb GB is free" >&2
-    exit 1
-fi
-
 venv=${AGENTRL_COMPAT_VENV:-.venv-compat}
+place=$(dirname "$venv")
+[ "${1:-}" = --fits-disk ] && { [ "$(free_gb "$place")" -ge "$needs_gb" ]; exit; }
+require_free_gb setup_compat "$place" "$needs_gb" "$venv"
+
 python3 -m venv "$venv"
 . "$venv/bin/activate"
 python -m pip install -q --upgrade pip
