@@ -8,6 +8,9 @@ traceback through instead.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import io
 import os
 from typing import Annotated
 
@@ -79,6 +82,10 @@ app.add_typer(swe_app, name="swe")
 
 
 def main() -> None:
+    # A crash below Python (a segfault or abort in torch, a collective, a tokenizer) would end the process, or a
+    # rank of a multi-process run, with a bare signal; this prints every thread's Python stack first.
+    with contextlib.suppress(AttributeError, ValueError, RuntimeError, io.UnsupportedOperation):
+        faulthandler.enable(all_threads=True)  # not where stderr has no file descriptor
     app()
 
 
